@@ -1,0 +1,112 @@
+package statedb
+
+import (
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sync"
+	"sync/atomic"
+)
+
+// DB is an in-memory database of typed tables. Create it with New and add
+// tables with NewTable. All methods are safe for concurrent use.
+type DB struct {
+	// mu serializes the publication of new roots and table registration.
+	// It is always taken last, after any table locks (see write_txn.go).
+	mu     sync.Mutex
+	root   atomic.Pointer[dbRoot]
+	tables []*tableMeta // guarded by mu; index == tableMeta.pos
+	opts   options
+
+	// droppedTxns counts WriteTxns garbage collected without Commit or
+	// Abort (see txnGuard).
+	droppedTxns atomic.Int64
+}
+
+// dbRoot is one consistent state of every table: the ReadTxn. A new root is
+// built on each commit and published with one atomic store.
+type dbRoot []tableEntry
+
+// Option configures a DB.
+type Option func(*options)
+
+type options struct {
+	logger  *slog.Logger
+	metrics Metrics
+}
+
+func (o *options) metricsEnabled() bool {
+	_, nop := o.metrics.(NopMetrics)
+	return !nop
+}
+
+// WithLogger sets the logger for problems found at run time, such as a
+// WriteTxn dropped without Commit or Abort. The default is slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) { o.logger = l }
+}
+
+// WithMetrics sets where the DB reports its metrics. The default reports
+// nowhere.
+func WithMetrics(m Metrics) Option {
+	return func(o *options) { o.metrics = m }
+}
+
+// New returns an empty database.
+func New(opts ...Option) *DB {
+	db := &DB{}
+	db.opts = options{logger: slog.Default(), metrics: NopMetrics{}}
+	for _, o := range opts {
+		o(&db.opts)
+	}
+	db.root.Store(&dbRoot{})
+	return db
+}
+
+// ReadTxn returns a snapshot of every table. It is one atomic load and does
+// not allocate; the snapshot never changes.
+func (db *DB) ReadTxn() ReadTxn {
+	return db.root.Load()
+}
+
+// Tables returns the metadata of every table, in registration order.
+func (db *DB) Tables() []TableMeta {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	out := make([]TableMeta, len(db.tables))
+	for i, t := range db.tables {
+		out[i] = t.table
+	}
+	return out
+}
+
+func (r *dbRoot) tableEntry(meta TableMeta) *tableEntry {
+	pos := meta.meta().pos
+	if pos >= len(*r) {
+		return nil
+	}
+	return &(*r)[pos]
+}
+
+var tableNameRe = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
+var indexNameRe = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
+
+// registerTable adds a table's metadata and its empty state to the DB.
+func (db *DB) registerTable(m *tableMeta) error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	for _, t := range db.tables {
+		if t.name == m.name {
+			return tableError(m.name, fmt.Errorf("%w: a table with this name already exists", ErrDuplicateTable))
+		}
+	}
+	m.pos = len(db.tables)
+	db.tables = append(db.tables, m)
+	old := *db.root.Load()
+	root := make(dbRoot, len(old)+1)
+	copy(root, old)
+	root[m.pos] = newTableEntry(m)
+	db.root.Store(&root)
+	db.opts.metrics.TableObjects(m.name, 0)
+	return nil
+}

@@ -1,0 +1,53 @@
+package statedb
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Every error returned by this package wraps one of them and
+// names the table it concerns; match with errors.Is.
+var (
+	// ErrTableNotLockedForWriting is returned when a WriteTxn is used to
+	// modify a table it did not name in DB.WriteTxn.
+	ErrTableNotLockedForWriting = errors.New("table not locked for writing")
+
+	// ErrTransactionClosed is returned when a WriteTxn is used after Commit
+	// or Abort.
+	ErrTransactionClosed = errors.New("transaction closed")
+
+	// ErrRevisionNotEqual is returned by CompareAndSwap and CompareAndDelete
+	// when the stored object has a different revision than the one given.
+	ErrRevisionNotEqual = errors.New("revision not equal")
+
+	// ErrObjectNotFound is returned by CompareAndSwap and CompareAndDelete
+	// when no object with the primary key exists.
+	ErrObjectNotFound = errors.New("object not found")
+
+	// ErrUniqueConstraint is returned by Insert and CompareAndSwap when the
+	// object's key in a unique secondary index is already held by another
+	// object. The transaction is left unchanged.
+	ErrUniqueConstraint = errors.New("unique index constraint violated")
+
+	// ErrPrimaryKey is returned by Insert and CompareAndSwap when the primary
+	// index yields no key or more than one key for the object.
+	ErrPrimaryKey = errors.New("primary index must yield exactly one key")
+
+	// ErrInvalidTableName is returned by NewTable for a name that does not
+	// match the table name pattern (see NewTable).
+	ErrInvalidTableName = errors.New("invalid table name")
+
+	// ErrInvalidIndex is returned by NewTable for a bad index: a non-unique
+	// primary index, a missing FromObject or FromKey, an invalid or
+	// duplicate index name.
+	ErrInvalidIndex = errors.New("invalid index")
+
+	// ErrDuplicateTable is returned by NewTable when the database already has
+	// a table of that name.
+	ErrDuplicateTable = errors.New("duplicate table")
+)
+
+// tableError wraps err with the name of the table it concerns.
+func tableError(table string, err error) error {
+	return fmt.Errorf("table %q: %w", table, err)
+}

@@ -1,0 +1,122 @@
+package statedb
+
+import (
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/steadystate/steadystate/index"
+)
+
+// The graveyard keeps deleted objects for change iterators that have not yet
+// seen the delete (invariant 4 of DESIGN.md).
+//
+// Memory bound: while at least one change iterator is registered on a
+// table, every object deleted from it is kept in the table's two graveyard
+// indexes (by primary key and by delete revision) until every registered
+// iterator's Next has passed the delete's revision; then it is freed. So the
+// graveyard holds at most the objects deleted since the slowest registered
+// iterator last called Next. An object that is inserted again leaves the
+// graveyard at once. With no iterator registered, nothing is kept. Close, or
+// the garbage collection of an unclosed iterator, unregisters it.
+//
+// Freeing happens in two places, both under the table's write lock: at every
+// commit that writes the table, and in ChangeIterator.Next when the table is
+// not locked by a writer at that moment (TryLock).
+
+// trackers is the set of change iterators registered on a table. Changes
+// registers under the table's write lock, so a WriteTxn sees a consistent
+// count; Close may unregister at any time.
+type trackers struct {
+	mu    sync.Mutex
+	list  []*deleteTracker
+	count atomic.Int32
+}
+
+// deleteTracker is one change iterator's registration: the revision up to
+// which it has seen the table.
+type deleteTracker struct {
+	// position: the iterator has seen every change with a revision below
+	// it. Deleted objects below every tracker's position can be freed.
+	position atomic.Uint64
+}
+
+func (ts *trackers) add(t *deleteTracker) int {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	ts.list = append(ts.list, t)
+	ts.count.Store(int32(len(ts.list)))
+	return len(ts.list)
+}
+
+func (ts *trackers) remove(t *deleteTracker) (int, bool) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	i := slices.Index(ts.list, t)
+	if i < 0 {
+		return len(ts.list), false
+	}
+	ts.list = slices.Delete(ts.list, i, i+1)
+	ts.count.Store(int32(len(ts.list)))
+	return len(ts.list), true
+}
+
+// lowWatermark returns the lowest position of any tracker: deleted objects
+// with a lower revision are seen by all. MaxUint64 when there are none.
+func (ts *trackers) lowWatermark() Revision {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	low := Revision(math.MaxUint64)
+	for _, t := range ts.list {
+		low = min(low, t.position.Load())
+	}
+	return low
+}
+
+// collectGraveyard frees the deleted objects that every change iterator has
+// passed. It runs inside a WriteTxn that locks the table.
+func (tt *txnTable) collectGraveyard() {
+	m := tt.entry.meta
+	gi, gri := m.graveyardIndex(), m.graveyardRevisionIndex()
+	if tt.txns[gri] == nil && tt.entry.indexes[gri].Len() == 0 {
+		return
+	}
+	low := m.trackers.lowWatermark()
+	it := tt.entry.snapshot(gri).Iterator()
+	for k, o, ok := it.Next(); ok; k, o, ok = it.Next() {
+		if o.revision >= low {
+			break
+		}
+		tt.txn(gri).Delete(k)
+		pk := m.primaryKeyOf(o.data)
+		// The primary-keyed entry may belong to a later delete of the same
+		// key; only remove it if it is this one.
+		if cur, found := tt.txn(gi).Get(pk); found && cur.revision == o.revision {
+			tt.txn(gi).Delete(pk)
+		}
+		tt.dirty = true
+	}
+}
+
+// collectGraveyardNow frees what it can of m's graveyard unless a writer
+// holds the table, in which case that writer's commit will do it.
+func (db *DB) collectGraveyardNow(m *tableMeta) {
+	if !m.lock.TryLock() {
+		return
+	}
+	w := db.newWriteTxn([]*tableMeta{m}, timeNow(db))
+	w.tables[0].collectGraveyard()
+	if w.tables[0].dirty {
+		w.Commit()
+	} else {
+		w.Abort()
+	}
+}
+
+// graveyardLen returns the number of deleted objects kept in a snapshot.
+func (e *tableEntry) graveyardLen() int {
+	return e.indexes[e.meta.graveyardIndex()].Len()
+}
+
+var _ = index.Uint64

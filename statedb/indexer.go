@@ -1,0 +1,138 @@
+package statedb
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+
+	"github.com/steadystate/steadystate/index"
+)
+
+// Index defines an index of a table of Obj, queried by values of type Key.
+type Index[Obj any, Key any] struct {
+	// Name identifies the index in queries, metrics and the HTTP API. It
+	// must match [a-z][a-z0-9_-]* and be unique within the table.
+	Name string
+
+	// FromObject returns the object's keys in this index: exactly one for a
+	// primary index, zero or more for a secondary index.
+	FromObject func(obj Obj) index.KeySet
+
+	// FromKey encodes a query key; it must encode the same way as
+	// FromObject does for an object with that key.
+	FromKey func(key Key) index.Key
+
+	// FromString parses a key given as text (by the HTTP API and the CLI).
+	// When nil, keys of type string, bool, any integer type, netip.Addr and
+	// netip.Prefix are parsed with the standard library and passed to
+	// FromKey; other key types cannot be queried from text.
+	FromString func(key string) (index.Key, error)
+
+	// Unique is true when no two objects share a key in this index. The
+	// primary index must be unique.
+	Unique bool
+}
+
+// Query returns a query for key in this index.
+func (i Index[Obj, Key]) Query(key Key) Query[Obj] {
+	return Query[Obj]{index: i.Name, key: i.FromKey(key)}
+}
+
+// QueryString parses key as text (see FromString) and returns a query for
+// it, or an error that names the index and says why the key is invalid.
+func (i Index[Obj, Key]) QueryString(key string) (Query[Obj], error) {
+	k, err := i.fromString(key)
+	if err != nil {
+		return Query[Obj]{}, err
+	}
+	return Query[Obj]{index: i.Name, key: k}, nil
+}
+
+// ByRevision returns a query on a table's revision index, for use with
+// LowerBound: it yields objects last written at or after rev, in revision
+// order.
+func ByRevision[Obj any](rev Revision) Query[Obj] {
+	return Query[Obj]{index: RevisionIndex, key: index.Uint64(rev)}
+}
+
+// RevisionIndex is the name of the index every table keeps of its objects by
+// revision. Index names starting with "_" are reserved for such indexes.
+const RevisionIndex = "_revision"
+
+func (i Index[Obj, Key]) indexName() string               { return i.Name }
+func (i Index[Obj, Key]) isUnique() bool                  { return i.Unique }
+func (i Index[Obj, Key]) fromObject(obj Obj) index.KeySet { return i.FromObject(obj) }
+
+func (i Index[Obj, Key]) fromString(s string) (index.Key, error) {
+	if i.FromString != nil {
+		k, err := i.FromString(s)
+		if err != nil {
+			return nil, fmt.Errorf("index %q: bad key %q: %w", i.Name, s, err)
+		}
+		return k, nil
+	}
+	key, err := parseKey[Key](s)
+	if err != nil {
+		return nil, fmt.Errorf("index %q: bad key %q: %w", i.Name, s, err)
+	}
+	return i.FromKey(key), nil
+}
+
+// parseKey parses s into a value of the basic type K.
+func parseKey[K any](s string) (K, error) {
+	var key K
+	var err error
+	switch p := any(&key).(type) {
+	case *string:
+		*p = s
+	case *bool:
+		*p, err = strconv.ParseBool(s)
+	case *int:
+		*p, err = strconv.Atoi(s)
+	case *int64:
+		*p, err = strconv.ParseInt(s, 0, 64)
+	case *int32:
+		var v int64
+		v, err = strconv.ParseInt(s, 0, 32)
+		*p = int32(v)
+	case *int16:
+		var v int64
+		v, err = strconv.ParseInt(s, 0, 16)
+		*p = int16(v)
+	case *uint:
+		var v uint64
+		v, err = strconv.ParseUint(s, 0, strconv.IntSize)
+		*p = uint(v)
+	case *uint64:
+		*p, err = strconv.ParseUint(s, 0, 64)
+	case *uint32:
+		var v uint64
+		v, err = strconv.ParseUint(s, 0, 32)
+		*p = uint32(v)
+	case *uint16:
+		var v uint64
+		v, err = strconv.ParseUint(s, 0, 16)
+		*p = uint16(v)
+	case *uint8:
+		var v uint64
+		v, err = strconv.ParseUint(s, 0, 8)
+		*p = uint8(v)
+	case *netip.Addr:
+		*p, err = netip.ParseAddr(s)
+	case *netip.Prefix:
+		*p, err = netip.ParsePrefix(s)
+	default:
+		err = fmt.Errorf("keys of type %T cannot be parsed from text (set Index.FromString)", key)
+	}
+	return key, err
+}
+
+func (i Index[Obj, Key]) valid() error {
+	if i.FromObject == nil {
+		return fmt.Errorf("%w: index %q has no FromObject", ErrInvalidIndex, i.Name)
+	}
+	if i.FromKey == nil {
+		return fmt.Errorf("%w: index %q has no FromKey", ErrInvalidIndex, i.Name)
+	}
+	return nil
+}

@@ -1,0 +1,229 @@
+package statedb
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+
+	"github.com/steadystate/steadystate/index"
+)
+
+// tableMeta is the untyped, immutable description of a table plus its write
+// lock. It lives as long as the DB.
+type tableMeta struct {
+	db    *DB
+	name  string
+	pos   int        // position in dbRoot and in the global lock order
+	lock  sync.Mutex // held by the WriteTxn that writes the table
+	table TableMeta  // the typed table, for DB.Tables
+
+	// Index layout: [0] primary, [1..n] secondary, then the reserved
+	// indexes below. indexNames and unique follow the same positions.
+	indexNames []string
+	unique     []bool
+	tracked    []bool // watch channels are closed on change (TrackMutate)
+
+	// primaryKeyOf returns the primary key of a stored object.
+	primaryKeyOf func(data any) index.Key
+	// trackers are the registered change iterators (see graveyard.go).
+	trackers trackers
+}
+
+// Positions of the reserved indexes, relative to the number of user indexes.
+const (
+	revisionOffset          = 0 // objects by revision
+	graveyardOffset         = 1 // deleted objects by primary key
+	graveyardRevisionOffset = 2 // deleted objects by delete revision
+	reservedIndexes         = 3
+)
+
+func (m *tableMeta) revisionIndex() int          { return len(m.indexNames) - reservedIndexes + revisionOffset }
+func (m *tableMeta) graveyardIndex() int         { return len(m.indexNames) - reservedIndexes + graveyardOffset }
+func (m *tableMeta) graveyardRevisionIndex() int { return len(m.indexNames) - reservedIndexes + graveyardRevisionOffset }
+
+// indexPos returns the position of the named index. Queries are built from
+// the table's own Index values, so an unknown name is a programming error.
+func (m *tableMeta) indexPos(name string) int {
+	for i, n := range m.indexNames {
+		if n == name {
+			return i
+		}
+	}
+	panic(fmt.Sprintf("statedb: table %q has no index %q; build queries from an Index passed to NewTable for this table", m.name, name))
+}
+
+// tableEntry is the state of one table in one snapshot. Committed entries are
+// immutable; a WriteTxn works on a private copy.
+type tableEntry struct {
+	meta     *tableMeta
+	indexes  []*tree
+	revision Revision
+	watchAll chan struct{} // closed on any change to the table
+
+	initPending []string      // names of initializers not yet done
+	initWatch   chan struct{} // closed when initPending becomes empty
+
+	// wt is set on the working copy inside a WriteTxn: reads then see the
+	// transaction's uncommitted writes.
+	wt *txnTable
+}
+
+// closedChan is the watch channel of things that have already happened.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func newTableEntry(m *tableMeta) tableEntry {
+	e := tableEntry{
+		meta:      m,
+		indexes:   make([]*tree, len(m.indexNames)),
+		watchAll:  make(chan struct{}),
+		initWatch: closedChan,
+	}
+	for i := range e.indexes {
+		e.indexes[i] = newTree()
+	}
+	return e
+}
+
+// root returns the root node of index i for point lookups, including the
+// uncommitted writes of a WriteTxn.
+func (e *tableEntry) root(i int) *treeNode {
+	if e.wt != nil {
+		if t := e.wt.txns[i]; t != nil {
+			return t.Root()
+		}
+	}
+	return e.indexes[i].Root()
+}
+
+// snapshot returns a root node of index i that stays unchanged while the
+// caller iterates, even if the WriteTxn it belongs to writes more.
+func (e *tableEntry) snapshot(i int) *treeNode {
+	if e.wt != nil {
+		if t := e.wt.txns[i]; t != nil {
+			// CommitOnly freezes the nodes written so far; later writes of
+			// the transaction copy them instead of mutating in place.
+			e.indexes[i] = t.CommitOnly()
+		}
+	}
+	return e.indexes[i].Root()
+}
+
+func (e *tableEntry) numObjects() int {
+	if e.wt != nil && e.wt.txns[0] != nil {
+		e.snapshot(0)
+	}
+	return e.indexes[0].Len()
+}
+
+// table implements RWTable for objects of type Obj.
+type table[Obj any] struct {
+	*tableMeta
+	primary   Indexer[Obj]
+	secondary []Indexer[Obj]
+	// isPointer is set when Obj is a pointer type; only then can inserting
+	// the stored object again be detected cheaply.
+	isPointer bool
+}
+
+// NewTable creates a table in db with a primary index and any number of
+// secondary indexes, and returns it for writing; hand out ToTable() to
+// readers.
+//
+// The name must match [a-z][a-z0-9_-]{0,63}. Errors: ErrInvalidTableName,
+// ErrInvalidIndex (primary not unique, missing FromObject or FromKey, bad or
+// duplicate index name), ErrDuplicateTable.
+func NewTable[Obj any](db *DB, name string, primary Indexer[Obj], secondary ...Indexer[Obj]) (RWTable[Obj], error) {
+	if !tableNameRe.MatchString(name) {
+		return nil, tableError(name, fmt.Errorf("%w: must match %s", ErrInvalidTableName, tableNameRe))
+	}
+	if primary == nil {
+		return nil, tableError(name, fmt.Errorf("%w: primary index is nil", ErrInvalidIndex))
+	}
+	if !primary.isUnique() {
+		return nil, tableError(name, fmt.Errorf("%w: primary index %q must be unique", ErrInvalidIndex, primary.indexName()))
+	}
+	t := &table[Obj]{
+		tableMeta: &tableMeta{db: db, name: name},
+		primary:   primary,
+		secondary: secondary,
+		isPointer: reflect.TypeFor[Obj]().Kind() == reflect.Pointer,
+	}
+	t.tableMeta.table = t
+	t.tableMeta.primaryKeyOf = func(data any) index.Key { return primary.fromObject(data.(Obj)).First() }
+	seen := map[string]bool{}
+	for i, idx := range append([]Indexer[Obj]{primary}, secondary...) {
+		if idx == nil {
+			return nil, tableError(name, fmt.Errorf("%w: secondary index %d is nil", ErrInvalidIndex, i))
+		}
+		n := idx.indexName()
+		if err := validateIndex(idx); err != nil {
+			return nil, tableError(name, err)
+		}
+		if seen[n] {
+			return nil, tableError(name, fmt.Errorf("%w: duplicate index name %q", ErrInvalidIndex, n))
+		}
+		seen[n] = true
+		t.indexNames = append(t.indexNames, n)
+		t.unique = append(t.unique, idx.isUnique())
+		t.tracked = append(t.tracked, true)
+	}
+	// Reserved indexes: nobody watches them directly (LowerBoundWatch uses
+	// the table-wide channel), so their channels are not tracked.
+	t.indexNames = append(t.indexNames, RevisionIndex, "_graveyard", "_graveyard_revision")
+	t.unique = append(t.unique, true, true, true)
+	t.tracked = append(t.tracked, false, false, false)
+
+	if err := db.registerTable(t.tableMeta); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func validateIndex[Obj any](idx Indexer[Obj]) error {
+	n := idx.indexName()
+	if !indexNameRe.MatchString(n) {
+		if strings.HasPrefix(n, "_") {
+			return fmt.Errorf("%w: index name %q: names starting with _ are reserved", ErrInvalidIndex, n)
+		}
+		return fmt.Errorf("%w: index name %q must match %s", ErrInvalidIndex, n, indexNameRe)
+	}
+	if v, ok := idx.(interface{ valid() error }); ok {
+		if err := v.valid(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *tableMeta) Name() string     { return m.name }
+func (m *tableMeta) meta() *tableMeta { return m }
+
+// Indexes returns the names of the table's indexes, primary first, then the
+// secondary indexes and the revision index.
+func (m *tableMeta) Indexes() []string {
+	return append([]string(nil), m.indexNames[:len(m.indexNames)-reservedIndexes+1]...)
+}
+
+// ToTable returns the read-only view of the table.
+func (t *table[Obj]) ToTable() Table[Obj] { return readOnly[Obj]{t} }
+
+// readOnly hides the write methods of a table behind Table.
+type readOnly[Obj any] struct{ Table[Obj] }
+
+// primaryKey returns obj's single primary key.
+func (t *table[Obj]) primaryKey(obj Obj) (index.Key, error) {
+	ks := t.primary.fromObject(obj)
+	if ks.Len() != 1 {
+		return nil, tableError(t.name, fmt.Errorf("%w: index %q yielded %d keys", ErrPrimaryKey, t.indexNames[0], ks.Len()))
+	}
+	return ks.First(), nil
+}
+
+// indexer returns the definition of user index i (0 = primary).
+func (t *table[Obj]) indexer(i int) Indexer[Obj] {
+	if i == 0 {
+		return t.primary
+	}
+	return t.secondary[i-1]
+}

@@ -1,0 +1,240 @@
+package statedb
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/steadystate/steadystate/index"
+)
+
+// Writes go through the table's open tree transactions inside a WriteTxn;
+// nothing is visible to readers until Commit.
+
+func (t *table[Obj]) Insert(txn WriteTxn, obj Obj) (old Obj, hadOld bool, err error) {
+	return t.insert(txn, obj, false, 0)
+}
+
+func (t *table[Obj]) CompareAndSwap(txn WriteTxn, rev Revision, obj Obj) (old Obj, hadOld bool, err error) {
+	return t.insert(txn, obj, true, rev)
+}
+
+func (t *table[Obj]) insert(txn WriteTxn, obj Obj, cas bool, casRev Revision) (old Obj, hadOld bool, err error) {
+	tt, err := txnTableOf(txn, t.tableMeta)
+	if err != nil {
+		return old, false, err
+	}
+	pk, err := t.primaryKey(obj)
+	if err != nil {
+		return old, false, err
+	}
+	primary := tt.txn(0)
+	if cas {
+		cur, found := primary.Get(pk)
+		if !found {
+			return old, false, tableError(t.name, fmt.Errorf("%w: compare-and-swap of %q", ErrObjectNotFound, pk))
+		}
+		if cur.revision != casRev {
+			return cur.data.(Obj), true, tableError(t.name, fmt.Errorf("%w: compare-and-swap of %q at revision %d, stored revision is %d", ErrRevisionNotEqual, pk, casRev, cur.revision))
+		}
+	}
+	if err := t.checkUnique(tt, obj, pk); err != nil {
+		return old, false, err
+	}
+
+	rev := tt.entry.revision + 1
+	tt.entry.revision = rev
+	tt.dirty, tt.changed = true, true
+	newObj := object{data: obj, revision: rev}
+	oldObj, hadOld := primary.Insert(pk, newObj)
+	if hadOld {
+		old = oldObj.data.(Obj)
+		if t.isPointer && oldObj.data == newObj.data {
+			panic(fmt.Sprintf("statedb: table %q: Insert of the object that is already stored (key %q). "+
+				"Objects are immutable once inserted: clone the object, modify the clone and insert that.", t.name, pk))
+		}
+	}
+
+	revTxn := tt.txn(t.revisionIndex())
+	if hadOld {
+		revTxn.Delete(index.Uint64(oldObj.revision))
+	}
+	revTxn.Insert(index.Uint64(rev), newObj)
+
+	// A re-inserted object is alive again: it leaves the graveyard.
+	if g := tt.entry.indexes[t.graveyardIndex()]; g.Len() > 0 || tt.txns[t.graveyardIndex()] != nil {
+		if dead, ok := tt.txn(t.graveyardIndex()).Delete(pk); ok {
+			tt.txn(t.graveyardRevisionIndex()).Delete(index.Uint64(dead.revision))
+		}
+	}
+
+	for i, idx := range t.secondary {
+		pos := i + 1
+		newKeys := idx.fromObject(obj)
+		itxn := tt.txn(pos)
+		if hadOld {
+			oldKeys := idx.fromObject(old)
+			oldKeys.Foreach(func(k index.Key) {
+				if !hasKey(newKeys, k) {
+					itxn.Delete(t.secondaryTreeKey(pos, k, pk))
+				}
+			})
+		}
+		newKeys.Foreach(func(k index.Key) {
+			itxn.Insert(t.secondaryTreeKey(pos, k, pk), newObj)
+		})
+	}
+	return old, hadOld, nil
+}
+
+// checkUnique fails if a key of obj in a unique secondary index belongs to
+// an object with another primary key. It runs before anything is written,
+// so a failed Insert leaves the transaction unchanged.
+func (t *table[Obj]) checkUnique(tt *txnTable, obj Obj, pk index.Key) error {
+	for i, idx := range t.secondary {
+		pos := i + 1
+		if !t.unique[pos] {
+			continue
+		}
+		var err error
+		root := tt.entry.root(pos)
+		idx.fromObject(obj).Foreach(func(k index.Key) {
+			if err != nil {
+				return
+			}
+			if other, found := root.Get(k); found {
+				otherPK, _ := t.primaryKey(other.data.(Obj))
+				if !bytes.Equal(otherPK, pk) {
+					err = tableError(t.name, fmt.Errorf("%w: index %q key %q is held by the object with primary key %q", ErrUniqueConstraint, t.indexNames[pos], k, otherPK))
+				}
+			}
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// secondaryTreeKey returns the tree key of an object in secondary index pos.
+func (t *table[Obj]) secondaryTreeKey(pos int, k, pk index.Key) []byte {
+	if t.unique[pos] {
+		return k
+	}
+	return encodeNonUnique(k, pk)
+}
+
+func hasKey(ks index.KeySet, k index.Key) bool {
+	found := false
+	ks.Foreach(func(x index.Key) { found = found || bytes.Equal(x, k) })
+	return found
+}
+
+func (t *table[Obj]) Delete(txn WriteTxn, obj Obj) (old Obj, hadOld bool, err error) {
+	return t.delete(txn, obj, false, 0)
+}
+
+func (t *table[Obj]) CompareAndDelete(txn WriteTxn, rev Revision, obj Obj) (old Obj, hadOld bool, err error) {
+	return t.delete(txn, obj, true, rev)
+}
+
+func (t *table[Obj]) delete(txn WriteTxn, obj Obj, cas bool, casRev Revision) (old Obj, hadOld bool, err error) {
+	tt, err := txnTableOf(txn, t.tableMeta)
+	if err != nil {
+		return old, false, err
+	}
+	pk, err := t.primaryKey(obj)
+	if err != nil {
+		return old, false, err
+	}
+	primary := tt.txn(0)
+	if cas {
+		cur, found := primary.Get(pk)
+		if !found {
+			return old, false, tableError(t.name, fmt.Errorf("%w: compare-and-delete of %q", ErrObjectNotFound, pk))
+		}
+		if cur.revision != casRev {
+			return cur.data.(Obj), true, tableError(t.name, fmt.Errorf("%w: compare-and-delete of %q at revision %d, stored revision is %d", ErrRevisionNotEqual, pk, casRev, cur.revision))
+		}
+	}
+	oldObj, hadOld := primary.Delete(pk)
+	if !hadOld {
+		return old, false, nil
+	}
+	t.removeIndexed(tt, pk, oldObj)
+	return oldObj.data.(Obj), true, nil
+}
+
+// removeIndexed finishes the delete of oldObj (already gone from the primary
+// index): a new revision, the other indexes, and the graveyard when some
+// change iterator still has to see the delete.
+func (t *table[Obj]) removeIndexed(tt *txnTable, pk index.Key, oldObj object) {
+	rev := tt.entry.revision + 1
+	tt.entry.revision = rev
+	tt.dirty, tt.changed = true, true
+	tt.txn(t.revisionIndex()).Delete(index.Uint64(oldObj.revision))
+	old := oldObj.data.(Obj)
+	for i, idx := range t.secondary {
+		pos := i + 1
+		itxn := tt.txn(pos)
+		idx.fromObject(old).Foreach(func(k index.Key) {
+			itxn.Delete(t.secondaryTreeKey(pos, k, pk))
+		})
+	}
+	if t.trackers.count.Load() > 0 {
+		dead := object{data: oldObj.data, revision: rev}
+		tt.txn(t.graveyardIndex()).Insert(pk, dead)
+		tt.txn(t.graveyardRevisionIndex()).Insert(index.Uint64(rev), dead)
+	}
+}
+
+func (t *table[Obj]) DeleteAll(txn WriteTxn) error {
+	tt, err := txnTableOf(txn, t.tableMeta)
+	if err != nil {
+		return err
+	}
+	primary := tt.txn(0)
+	// Iterate a frozen snapshot while deleting from the live transaction.
+	it := tt.entry.snapshot(0).Iterator()
+	for k, _, ok := it.Next(); ok; k, _, ok = it.Next() {
+		if oldObj, had := primary.Delete(k); had {
+			t.removeIndexed(tt, k, oldObj)
+		}
+	}
+	return nil
+}
+
+func (t *table[Obj]) RegisterInitializer(txn WriteTxn, name string) (done func(WriteTxn)) {
+	tt, err := txnTableOf(txn, t.tableMeta)
+	if err != nil {
+		panic(fmt.Sprintf("statedb: RegisterInitializer %q: %v; pass a WriteTxn that locks the table", name, err))
+	}
+	e := &tt.entry
+	if len(e.initPending) == 0 {
+		e.initWatch = make(chan struct{})
+		tt.initDone = false
+	}
+	e.initPending = append(e.initPending[:len(e.initPending):len(e.initPending)], name)
+	tt.dirty = true
+	finished := false
+	return func(txn WriteTxn) {
+		tt, err := txnTableOf(txn, t.tableMeta)
+		if err != nil {
+			panic(fmt.Sprintf("statedb: initializer %q done: %v; pass a WriteTxn that locks the table", name, err))
+		}
+		if finished {
+			return
+		}
+		finished = true
+		e := &tt.entry
+		for i, n := range e.initPending {
+			if n == name {
+				e.initPending = append(e.initPending[:i:i], e.initPending[i+1:]...)
+				break
+			}
+		}
+		tt.dirty = true
+		if len(e.initPending) == 0 {
+			tt.initDone = true
+		}
+	}
+}

@@ -1,0 +1,22 @@
+package statedb
+
+import (
+	iradix "github.com/hashicorp/go-immutable-radix/v2"
+)
+
+// The persistent radix tree behind every index. All of statedb reaches the
+// tree implementation through these aliases, so it can be exchanged here.
+type (
+	tree     = iradix.Tree[object]
+	treeTxn  = iradix.Txn[object]
+	treeNode = iradix.Node[object]
+)
+
+func newTree() *tree { return iradix.New[object]() }
+
+// object is what every index stores: the user's object and the revision at
+// which it was written (for objects in the graveyard: deleted).
+type object struct {
+	data     any
+	revision Revision
+}
