@@ -1,0 +1,16 @@
+// Package health keeps the hive's health tree: one scope per module, job
+// and sub-component, each OK, Degraded (with reason and last error),
+// Stopped or Unknown.
+//
+// Invariants:
+//
+//   - One mutex (the Tree's) guards every scope, so a Snapshot is a
+//     consistent picture of the whole tree.
+//   - Sibling scopes never share a name: NewScope suffixes "#2", "#3", ...
+//     Scope ids are the dotted path of names below the root.
+//   - A closed scope is gone from the tree and ignores further updates;
+//     closing a scope closes its children.
+//   - A scope that never reported itself but has children shows the worst
+//     level among them (Degraded, then Unknown, then OK, then Stopped), so a
+//     module reflects its jobs.
+package health

@@ -1,0 +1,99 @@
+package job
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/steadystate/steadystate/hive/cell"
+)
+
+// Defaults for WithRetry's zero backoffs.
+const (
+	DefaultRetryMinBackoff = 100 * time.Millisecond
+	DefaultRetryMaxBackoff = time.Minute
+)
+
+// oneShot runs a function once, retrying on failure.
+type oneShot struct {
+	name                   string
+	fn                     func(ctx context.Context, health cell.Health) error
+	retries                int
+	minBackoff, maxBackoff time.Duration
+	shutdown               bool
+}
+
+// OneShotOption adjusts a OneShot job.
+type OneShotOption func(*oneShot)
+
+// WithRetry retries a failed run up to times more times (a negative times:
+// without limit), waiting minBackoff before the first retry and doubling the
+// wait up to maxBackoff. Zero backoffs mean DefaultRetryMinBackoff and
+// DefaultRetryMaxBackoff; a maxBackoff below minBackoff is raised to it.
+func WithRetry(times int, minBackoff, maxBackoff time.Duration) OneShotOption {
+	return func(o *oneShot) {
+		if minBackoff <= 0 {
+			minBackoff = DefaultRetryMinBackoff
+		}
+		if maxBackoff <= 0 {
+			maxBackoff = DefaultRetryMaxBackoff
+		}
+		o.retries, o.minBackoff, o.maxBackoff = times, minBackoff, max(minBackoff, maxBackoff)
+	}
+}
+
+// WithShutdown shuts the hive down, with the job's error, when the job
+// fails for the last time. A failure caused by the hive stopping does not
+// count.
+func WithShutdown() OneShotOption {
+	return func(o *oneShot) { o.shutdown = true }
+}
+
+// OneShot is a job that runs fn once in its own goroutine. fn gets the
+// job's health scope, which reads OK "running" while fn runs, Stopped
+// "done" after it returned nil and Degraded after a failure. By default a
+// failure is final; see WithRetry and WithShutdown. fn must return when ctx
+// is cancelled.
+func OneShot(name string, fn func(ctx context.Context, health cell.Health) error, opts ...OneShotOption) Job {
+	o := &oneShot{name: name, fn: fn}
+	for _, opt := range opts {
+		opt(o)
+	}
+	return o
+}
+
+// Name implements Job.
+func (o *oneShot) Name() string { return o.name }
+
+func (o *oneShot) run(ctx context.Context, env env) {
+	backoff := o.minBackoff
+	for attempt := 0; ; attempt++ {
+		env.health.OK("running")
+		err := o.fn(ctx, env.health)
+		if err == nil {
+			env.health.Stopped("done")
+			return
+		}
+		if ctx.Err() != nil {
+			return // stopped with the hive; not a failure
+		}
+		if o.retries >= 0 && attempt >= o.retries {
+			env.health.Degraded("failed", err)
+			env.log.Error("One-shot job failed", "job", o.name, "attempts", attempt+1, "error", err)
+			if o.shutdown && env.shutdowner != nil {
+				env.shutdowner.Shutdown(cell.ShutdownWithError(fmt.Errorf("job %s: %w", o.name, err)))
+			}
+			return
+		}
+		env.health.Degraded(fmt.Sprintf("failed, retrying in %s", backoff), err)
+		env.log.Warn("One-shot job failed, retrying", "job", o.name, "attempt", attempt+1, "backoff", backoff, "error", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, o.maxBackoff)
+	}
+}
