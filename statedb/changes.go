@@ -50,12 +50,19 @@ type changeIterator[Obj any] struct {
 //
 // The changes are fixed when Next is called; the returned sequence may be
 // iterated later (or not at all: they count as seen either way). The
-// channel closes when the table changes after txn.
+// channel closes when the table changes after txn. Given a WriteTxn, Next
+// reads the state committed when that transaction began, never its own
+// uncommitted writes (which an Abort would undo).
 func (it *changeIterator[Obj]) Next(txn ReadTxn) (iter.Seq2[Change[Obj], Revision], <-chan struct{}) {
 	if it.closed {
 		return func(func(Change[Obj], Revision) bool) {}, closedChan
 	}
 	t := it.table
+	if w, ok := txn.(*writeTxn); ok {
+		// Uncommitted writes may still be aborted and their revisions
+		// reused: read only what was committed when the txn began.
+		txn = w.snapshot
+	}
 	e := txn.tableEntry(t)
 	if e == nil {
 		return func(func(Change[Obj], Revision) bool) {}, closedChan
@@ -131,7 +138,9 @@ func (it *changeIterator[Obj]) Close() {
 	it.closed = true
 	it.cleanup.Stop()
 	it.table.unregister(it.tracker)
-	if it.table.trackers.count.Load() == 0 {
+	// Free what only this iterator still needed (not only when it was the
+	// last one: it may have been the slowest of several).
+	if e := it.table.db.ReadTxn().tableEntry(it.table); e != nil && e.graveyardLen() > 0 {
 		it.table.db.collectGraveyardNow(it.table.tableMeta)
 	}
 }

@@ -45,6 +45,11 @@ var (
 	// ErrDuplicateTable is returned by NewTable when the database already has
 	// a table of that name.
 	ErrDuplicateTable = errors.New("duplicate table")
+
+	// ErrBadQuery is returned for a query given as text (HTTP API, CLI) that
+	// names an unknown index or operation or has a key that cannot be
+	// parsed.
+	ErrBadQuery = errors.New("bad query")
 )
 
 // tableError wraps err with the name of the table it concerns.

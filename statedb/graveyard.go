@@ -21,9 +21,10 @@ import (
 // graveyard at once. With no iterator registered, nothing is kept. Close, or
 // the garbage collection of an unclosed iterator, unregisters it.
 //
-// Freeing happens in two places, both under the table's write lock: at every
-// commit that writes the table, and in ChangeIterator.Next when the table is
-// not locked by a writer at that moment (TryLock).
+// Freeing happens under the table's write lock: at every commit of a WriteTxn
+// that locks the table (whether or not it wrote objects), and in
+// ChangeIterator.Next and Close when the table is not locked by a writer at
+// that moment (TryLock; else that writer's commit frees it).
 
 // trackers is the set of change iterators registered on a table. Changes
 // registers under the table's write lock, so a WriteTxn sees a consistent

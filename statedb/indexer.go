@@ -136,3 +136,10 @@ func (i Index[Obj, Key]) valid() error {
 	}
 	return nil
 }
+
+// QueryByPrimaryKey returns a query for an already encoded key in the
+// table's primary index: for code that keeps keys rather than objects, such
+// as a retry queue.
+func QueryByPrimaryKey[Obj any](t Table[Obj], key index.Key) Query[Obj] {
+	return Query[Obj]{index: t.meta().indexNames[0], key: key}
+}

@@ -38,9 +38,13 @@ const (
 	reservedIndexes         = 3
 )
 
-func (m *tableMeta) revisionIndex() int          { return len(m.indexNames) - reservedIndexes + revisionOffset }
-func (m *tableMeta) graveyardIndex() int         { return len(m.indexNames) - reservedIndexes + graveyardOffset }
-func (m *tableMeta) graveyardRevisionIndex() int { return len(m.indexNames) - reservedIndexes + graveyardRevisionOffset }
+func (m *tableMeta) revisionIndex() int { return len(m.indexNames) - reservedIndexes + revisionOffset }
+func (m *tableMeta) graveyardIndex() int {
+	return len(m.indexNames) - reservedIndexes + graveyardOffset
+}
+func (m *tableMeta) graveyardRevisionIndex() int {
+	return len(m.indexNames) - reservedIndexes + graveyardRevisionOffset
+}
 
 // indexPos returns the position of the named index. Queries are built from
 // the table's own Index values, so an unknown name is a programming error.
@@ -61,13 +65,18 @@ type tableEntry struct {
 	revision Revision
 	watchAll chan struct{} // closed on any change to the table
 
-	initPending []string      // names of initializers not yet done
-	initWatch   chan struct{} // closed when initPending becomes empty
+	initPending []*initializer // initializers not yet done
+	initWatch   chan struct{}  // closed when initPending becomes empty
 
 	// wt is set on the working copy inside a WriteTxn: reads then see the
 	// transaction's uncommitted writes.
 	wt *txnTable
 }
+
+// initializer is one registration of RWTable.RegisterInitializer. Pending
+// initializers are told apart by identity, so two of the same name are
+// distinct.
+type initializer struct{ name string }
 
 // closedChan is the watch channel of things that have already happened.
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
@@ -218,6 +227,11 @@ func (t *table[Obj]) primaryKey(obj Obj) (index.Key, error) {
 		return nil, tableError(t.name, fmt.Errorf("%w: index %q yielded %d keys", ErrPrimaryKey, t.indexNames[0], ks.Len()))
 	}
 	return ks.First(), nil
+}
+
+// PrimaryKey returns obj's key in the primary index.
+func (t *table[Obj]) PrimaryKey(obj Obj) index.Key {
+	return t.primary.fromObject(obj).First()
 }
 
 // indexer returns the definition of user index i (0 = primary).

@@ -2,7 +2,6 @@ package statedb
 
 import (
 	"bytes"
-	"encoding/binary"
 	"iter"
 
 	"github.com/steadystate/steadystate/index"
@@ -36,7 +35,11 @@ func (t *table[Obj]) Initialized(txn ReadTxn) (bool, <-chan struct{}) {
 // done yet.
 func (t *table[Obj]) PendingInitializers(txn ReadTxn) []string {
 	if e := txn.tableEntry(t); e != nil {
-		return append([]string(nil), e.initPending...)
+		names := make([]string, len(e.initPending))
+		for i, ini := range e.initPending {
+			names[i] = ini.name
+		}
+		return names
 	}
 	return nil
 }
@@ -54,7 +57,7 @@ func (t *table[Obj]) Get(txn ReadTxn, q Query[Obj]) (obj Obj, rev Revision, foun
 		}
 		return o.data.(Obj), o.revision, true
 	}
-	for obj, rev := range t.nonUnique(e.snapshot(pos), q.key, true) {
+	for obj, rev := range t.nonUnique(e.snapshot(pos), nonUniqueExact(q.key)) {
 		return obj, rev, true
 	}
 	return
@@ -79,9 +82,9 @@ func (t *table[Obj]) GetWatch(txn ReadTxn, q Query[Obj]) (obj Obj, rev Revision,
 		return o.data.(Obj), o.revision, ch, true
 	}
 	root := e.snapshot(pos)
-	it := root.Iterator()
-	watch = it.SeekPrefixWatch(q.key)
-	for obj, rev := range t.nonUnique(root, q.key, true) {
+	exact := nonUniqueExact(q.key)
+	watch = root.Iterator().SeekPrefixWatch(exact)
+	for obj, rev := range t.nonUnique(root, exact) {
 		return obj, rev, watch, true
 	}
 	return obj, 0, watch, false
@@ -118,11 +121,12 @@ func (t *table[Obj]) list(txn ReadTxn, q Query[Obj], watch bool) (iter.Seq2[Obj,
 		return func(yield func(Obj, Revision) bool) { yield(o.data.(Obj), o.revision) }, ch
 	}
 	root := e.snapshot(pos)
+	exact := nonUniqueExact(q.key)
 	var ch <-chan struct{}
 	if watch {
-		ch = root.Iterator().SeekPrefixWatch(q.key)
+		ch = root.Iterator().SeekPrefixWatch(exact)
 	}
-	return t.nonUnique(root, q.key, true), ch
+	return t.nonUnique(root, exact), ch
 }
 
 func (t *table[Obj]) Prefix(txn ReadTxn, q Query[Obj]) iter.Seq2[Obj, Revision] {
@@ -141,18 +145,18 @@ func (t *table[Obj]) prefix(txn ReadTxn, q Query[Obj], watch bool) (iter.Seq2[Ob
 	}
 	pos := t.indexPos(q.index)
 	root := e.snapshot(pos)
+	key := q.key
+	if !t.unique[pos] {
+		key = escapeKey(nil, key)
+	}
 	var ch <-chan struct{}
 	if watch {
 		if t.tracked[pos] {
-			ch = root.Iterator().SeekPrefixWatch(q.key)
+			ch = root.Iterator().SeekPrefixWatch(key)
 		} else {
 			ch = e.watchAll
 		}
 	}
-	if !t.unique[pos] {
-		return t.nonUnique(root, q.key, false), ch
-	}
-	key := q.key
 	return func(yield func(Obj, Revision) bool) {
 		it := root.Iterator()
 		it.SeekPrefix(key)
@@ -177,16 +181,16 @@ func (t *table[Obj]) LowerBoundWatch(txn ReadTxn, q Query[Obj]) (iter.Seq2[Obj, 
 	pos := t.indexPos(q.index)
 	root := e.snapshot(pos)
 	key := q.key
-	unique := t.unique[pos]
+	if !t.unique[pos] {
+		// Tree keys of a non-unique index sort by secondary key first
+		// (see encodeNonUnique), so seeking its encoding is exact. An
+		// object is yielded once per key, like Prefix does.
+		key = escapeKey(nil, key)
+	}
 	return func(yield func(Obj, Revision) bool) {
 		it := root.Iterator()
 		it.SeekLowerBound(key)
-		for k, o, ok := it.Next(); ok; k, o, ok = it.Next() {
-			// A non-unique index holds each object under every one of its
-			// keys; yield it once per key like Prefix does.
-			if !unique && len(k) < 2 {
-				continue
-			}
+		for _, o, ok := it.Next(); ok; _, o, ok = it.Next() {
 			if !yield(o.data.(Obj), o.revision) {
 				return
 			}
@@ -215,18 +219,13 @@ func (t *table[Obj]) AllWatch(txn ReadTxn) (iter.Seq2[Obj, Revision], <-chan str
 	}, e.watchAll
 }
 
-// nonUnique iterates a non-unique index under key. Its tree keys are
-// secondaryKey + primaryKey + uint16(len(secondaryKey)); exact requires the
-// secondary key to equal key, otherwise it must merely start with it.
-func (t *table[Obj]) nonUnique(root *treeNode, key index.Key, exact bool) iter.Seq2[Obj, Revision] {
+// nonUnique iterates the entries of a non-unique index under the encoded
+// prefix (see nonUniqueExact and escapeKey).
+func (t *table[Obj]) nonUnique(root *treeNode, prefix []byte) iter.Seq2[Obj, Revision] {
 	return func(yield func(Obj, Revision) bool) {
 		it := root.Iterator()
-		it.SeekPrefix(key)
-		for k, o, ok := it.Next(); ok; k, o, ok = it.Next() {
-			n := secondaryKeyLen(k)
-			if exact && n != len(key) || n < len(key) {
-				continue
-			}
+		it.SeekPrefix(prefix)
+		for _, o, ok := it.Next(); ok; _, o, ok = it.Next() {
 			if !yield(o.data.(Obj), o.revision) {
 				return
 			}
@@ -235,28 +234,42 @@ func (t *table[Obj]) nonUnique(root *treeNode, key index.Key, exact bool) iter.S
 }
 
 // encodeNonUnique builds the tree key of an object in a non-unique index:
-// the secondary key, then the primary key (so that objects sharing a
-// secondary key get distinct entries), then the secondary key's length.
+// the secondary key escaped and terminated, then the primary key (so that
+// objects sharing a secondary key get distinct entries). The escaping (0x00
+// becomes 0x00 0x01) and the terminator (0x00 0x00) keep the order of
+// (secondary, primary) pairs: a secondary key sorts before every longer key
+// it is a prefix of, whatever the primary keys. So Prefix, List and
+// LowerBound work on the encoded form directly:
+//
+//	exact secondary key k:      prefix escape(k) 0x00 0x00
+//	secondary keys starting k:  prefix escape(k)
+//	secondary keys >= k:        lower bound escape(k)
 func encodeNonUnique(secondary, primary index.Key) []byte {
-	k := make([]byte, 0, len(secondary)+len(primary)+2)
-	k = append(k, secondary...)
-	k = append(k, primary...)
-	return binary.BigEndian.AppendUint16(k, uint16(len(secondary)))
+	k := make([]byte, 0, len(secondary)+len(primary)+4)
+	k = escapeKey(k, secondary)
+	k = append(k, 0, 0)
+	return append(k, primary...)
 }
 
-func secondaryKeyLen(k []byte) int {
-	if len(k) < 2 {
-		return -1
+// escapeKey appends key to dst with every 0x00 written as 0x00 0x01.
+func escapeKey(dst, key []byte) []byte {
+	if bytes.IndexByte(key, 0) < 0 {
+		return append(dst, key...)
 	}
-	return int(binary.BigEndian.Uint16(k[len(k)-2:]))
+	for _, b := range key {
+		if b == 0 {
+			dst = append(dst, 0, 1)
+		} else {
+			dst = append(dst, b)
+		}
+	}
+	return dst
 }
 
-// primaryOfNonUnique extracts the primary key from a non-unique tree key.
-func primaryOfNonUnique(k []byte) []byte {
-	n := secondaryKeyLen(k)
-	return k[n : len(k)-2]
+// nonUniqueExact is the tree-key prefix of the entries whose secondary key
+// is exactly key.
+func nonUniqueExact(key []byte) []byte {
+	return append(escapeKey(make([]byte, 0, len(key)+2), key), 0, 0)
 }
 
 func emptySeq[Obj any](func(Obj, Revision) bool) {}
-
-var _ = bytes.Equal

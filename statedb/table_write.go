@@ -3,6 +3,7 @@ package statedb
 import (
 	"bytes"
 	"fmt"
+	"slices"
 
 	"github.com/steadystate/steadystate/index"
 )
@@ -213,25 +214,23 @@ func (t *table[Obj]) RegisterInitializer(txn WriteTxn, name string) (done func(W
 		e.initWatch = make(chan struct{})
 		tt.initDone = false
 	}
-	e.initPending = append(e.initPending[:len(e.initPending):len(e.initPending)], name)
+	ini := &initializer{name: name}
+	e.initPending = append(e.initPending[:len(e.initPending):len(e.initPending)], ini)
 	tt.dirty = true
-	finished := false
 	return func(txn WriteTxn) {
 		tt, err := txnTableOf(txn, t.tableMeta)
 		if err != nil {
 			panic(fmt.Sprintf("statedb: initializer %q done: %v; pass a WriteTxn that locks the table", name, err))
 		}
-		if finished {
+		// Whether done was already called is read from the transaction's
+		// state, not remembered here: a done whose WriteTxn was aborted did
+		// not happen and must count when it is called again.
+		e := &tt.entry
+		i := slices.Index(e.initPending, ini)
+		if i < 0 {
 			return
 		}
-		finished = true
-		e := &tt.entry
-		for i, n := range e.initPending {
-			if n == name {
-				e.initPending = append(e.initPending[:i:i], e.initPending[i+1:]...)
-				break
-			}
-		}
+		e.initPending = append(e.initPending[:i:i], e.initPending[i+1:]...)
 		tt.dirty = true
 		if len(e.initPending) == 0 {
 			tt.initDone = true

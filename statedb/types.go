@@ -135,6 +135,10 @@ type Table[Obj any] interface {
 
 	// Indexes returns the names of the table's indexes, primary first.
 	Indexes() []string
+
+	// PrimaryKey returns the object's key in the primary index (nil if the
+	// index yields no key).
+	PrimaryKey(obj Obj) index.Key
 }
 
 // RWTable is a table that can be written. It is handed only to the table's

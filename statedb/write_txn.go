@@ -86,7 +86,7 @@ func (db *DB) newWriteTxn(metas []*tableMeta, acquired time.Time) *writeTxn {
 // writeTxn implements WriteTxn.
 type writeTxn struct {
 	db        *DB
-	snapshot  *dbRoot   // state of every table when the txn started
+	snapshot  *dbRoot    // state of every table when the txn started
 	tables    []txnTable // the locked tables, in lock order
 	acquired  time.Time
 	guard     *txnGuard
@@ -171,9 +171,11 @@ func (w *writeTxn) Commit() ReadTxn {
 	for i := range w.tables {
 		tt := &w.tables[i]
 		e := &tt.entry
-		if tt.changed {
-			tt.collectGraveyard()
-		}
+		// Always, not only when objects were written: a change iterator's
+		// Next leaves the collection to the writer that holds the table
+		// (see collectGraveyardNow). It returns at once when the graveyard
+		// is empty.
+		tt.collectGraveyard()
 		e.wt = nil
 		if !tt.dirty {
 			continue

@@ -1,0 +1,193 @@
+package statedb
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+)
+
+// The HTTP inspection API. The embedding program mounts the handler where it
+// likes (a TCP listener, a unix socket, under a path prefix with
+// http.StripPrefix). Every endpoint is read-only and answers JSON:
+//
+//	GET /tables                        []TableInfo
+//	GET /tables/{table}                every object: []{"revision","object"}
+//	                                   (?format=table: a text table, see
+//	                                   RenderTable; also for query)
+//	GET /tables/{table}/query?op=&index=&key=
+//	                                   op is get, list (default), prefix or
+//	                                   lowerbound; index defaults to the
+//	                                   primary index; key is parsed by the
+//	                                   index's FromString
+//	GET /tables/{table}/changes        newline-delimited JSON: every object as
+//	                                   an insert, then each change as it is
+//	                                   committed, until the client goes away
+//
+// Errors are {"error": "..."} with 404 for an unknown table and 400 for a
+// bad query.
+
+// NewHTTPHandler returns the inspection API of db.
+func NewHTTPHandler(db *DB) http.Handler {
+	h := &httpHandler{db: db}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /tables", h.tables)
+	mux.HandleFunc("GET /tables/{table}", h.dump)
+	mux.HandleFunc("GET /tables/{table}/query", h.query)
+	mux.HandleFunc("GET /tables/{table}/changes", h.changes)
+	return recoverHandler(mux)
+}
+
+type httpHandler struct{ db *DB }
+
+// ObjectJSON is one object in the API's answers.
+type ObjectJSON struct {
+	Revision Revision        `json:"revision"`
+	Object   json.RawMessage `json:"object"`
+}
+
+// ChangeJSON is one line of the changes stream.
+type ChangeJSON struct {
+	Revision Revision        `json:"revision"`
+	Deleted  bool            `json:"deleted,omitempty"`
+	Object   json.RawMessage `json:"object"`
+}
+
+type errorJSON struct {
+	Error string `json:"error"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, err error) {
+	writeJSON(w, status, errorJSON{Error: err.Error()})
+}
+
+func (h *httpHandler) table(w http.ResponseWriter, r *http.Request) (anyTable, bool) {
+	name := r.PathValue("table")
+	meta, ok := h.db.TableByName(name)
+	if !ok {
+		writeError(w, http.StatusNotFound, fmt.Errorf("no table %q", name))
+		return nil, false
+	}
+	return meta.(anyTable), true
+}
+
+func (h *httpHandler) tables(w http.ResponseWriter, r *http.Request) {
+	infos := h.db.TableInfos(h.db.ReadTxn())
+	if infos == nil {
+		infos = []TableInfo{}
+	}
+	writeJSON(w, http.StatusOK, infos)
+}
+
+func (h *httpHandler) dump(w http.ResponseWriter, r *http.Request) {
+	t, ok := h.table(w, r)
+	if !ok {
+		return
+	}
+	h.writeObjects(w, r, t.anyAll(h.db.ReadTxn()))
+}
+
+func (h *httpHandler) query(w http.ResponseWriter, r *http.Request) {
+	t, ok := h.table(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	txn := h.db.ReadTxn()
+	idx := q.Get("index")
+	if idx == "" {
+		idx = t.info(txn).Indexes[0]
+	}
+	seq, err := t.anyQuery(txn, QueryOp(q.Get("op")), idx, q.Get("key"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	h.writeObjects(w, r, seq)
+}
+
+func (h *httpHandler) writeObjects(w http.ResponseWriter, r *http.Request, seq func(func(any, Revision) bool)) {
+	out := []ObjectJSON{}
+	for obj, rev := range seq {
+		b, err := json.Marshal(obj)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, fmt.Errorf("encoding object at revision %d: %w", rev, err))
+			return
+		}
+		out = append(out, ObjectJSON{Revision: rev, Object: b})
+	}
+	if r.URL.Query().Get("format") == "table" {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := RenderTable(w, out); err != nil {
+			fmt.Fprintf(w, "error: %v\n", err)
+		}
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *httpHandler) changes(w http.ResponseWriter, r *http.Request) {
+	t, ok := h.table(w, r)
+	if !ok {
+		return
+	}
+	meta, _ := h.db.TableByName(r.PathValue("table"))
+	wtxn := h.db.WriteTxn(meta)
+	it, err := t.anyChanges(wtxn)
+	wtxn.Commit()
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	defer it.Close()
+
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	enc := json.NewEncoder(w)
+	ctx := r.Context()
+	for {
+		changes, watch := it.next(h.db.ReadTxn())
+		for c, rev := range changes {
+			b, err := json.Marshal(c.Object)
+			if err != nil {
+				b, _ = json.Marshal(errorJSON{Error: err.Error()})
+			}
+			if err := enc.Encode(ChangeJSON{Revision: rev, Deleted: c.Deleted, Object: b}); err != nil {
+				return // the client went away
+			}
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-watch:
+		}
+	}
+}
+
+// recoverHandler turns a panic in a handler into a 500 answer: the API must
+// never take the program down.
+func recoverHandler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
+					panic(v)
+				}
+				slog.Error("statedb: panic in HTTP handler", "path", r.URL.Path, "panic", v)
+				writeError(w, http.StatusInternalServerError, fmt.Errorf("internal error: %v", v))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
