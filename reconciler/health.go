@@ -1,0 +1,92 @@
+package reconciler
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// maxRecentErrors is how many of the latest failures the health report
+// names.
+const maxRecentErrors = 10
+
+// healthState is what was last reported, to report only on change.
+type healthState struct {
+	reported bool
+	failing  int
+	objects  int
+	pruneErr error
+}
+
+// recentFailure is one of the latest failures, for the health report.
+type recentFailure struct {
+	key  string // primary key
+	name string // how the object is shown: its String() if it has one
+}
+
+// noteFailure records obj (with primary key key) as the latest failure.
+func (r *reconciler[Obj]) noteFailure(key string, obj Obj) {
+	if i := slices.IndexFunc(r.recent, func(f recentFailure) bool { return f.key == key }); i >= 0 {
+		r.recent = slices.Delete(r.recent, i, i+1)
+	}
+	name := fmt.Sprintf("%q", key)
+	if s, ok := any(obj).(fmt.Stringer); ok {
+		name = s.String()
+	}
+	r.recent = append(r.recent, recentFailure{key: key, name: name})
+	if len(r.recent) > maxRecentErrors {
+		r.recent = slices.Delete(r.recent, 0, len(r.recent)-maxRecentErrors)
+	}
+}
+
+// failure returns the current error of key, if it is failing.
+func (r *reconciler[Obj]) failure(key string) (error, bool) {
+	if err, ok := r.terminal[key]; ok {
+		return err, true
+	}
+	if it, ok := r.retries.get(key); ok {
+		return it.err, true
+	}
+	return nil, false
+}
+
+// reportHealth reports OK with the object count, or Degraded with the number
+// of failing objects and the latest errors (at most 10), and updates the
+// error metrics.
+func (r *reconciler[Obj]) reportHealth(force bool) {
+	failing := r.numFailing()
+	objects := r.cfg.Table.NumObjects(r.db.ReadTxn()) // O(1)
+	h := &r.health
+	if !force && h.reported && failing == h.failing && objects == h.objects && r.full.err == h.pruneErr {
+		return
+	}
+	h.reported, h.failing, h.objects, h.pruneErr = true, failing, objects, r.full.err
+	r.cfg.Metrics.Errors(r.cfg.Name, failing)
+	r.cfg.Metrics.QueuedRetries(r.cfg.Name, r.retries.len())
+	if r.cfg.Health == nil {
+		return
+	}
+	if failing == 0 && r.full.err == nil {
+		r.cfg.Health.OK(fmt.Sprintf("%d objects reconciled", objects))
+		return
+	}
+	var lines []string
+	var latest error
+	for i := len(r.recent) - 1; i >= 0; i-- {
+		if err, ok := r.failure(r.recent[i].key); ok {
+			lines = append(lines, fmt.Sprintf("%s: %v", r.recent[i].name, err))
+			if latest == nil {
+				latest = err
+			}
+		}
+	}
+	if r.full.err != nil {
+		latest = r.full.err
+		lines = append([]string{r.full.err.Error()}, lines...)
+	}
+	reason := fmt.Sprintf("%d of %d objects failing", failing, objects)
+	if len(lines) > 0 {
+		reason += "; latest: " + strings.Join(lines, "; ")
+	}
+	r.cfg.Health.Degraded(reason, latest)
+}

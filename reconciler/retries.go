@@ -1,0 +1,110 @@
+package reconciler
+
+import (
+	"container/heap"
+	"math/rand/v2"
+	"time"
+
+	"github.com/steadystate/steadystate/statedb"
+)
+
+// retryItem is a failed operation waiting for its next attempt.
+type retryItem[Obj any] struct {
+	key      string // primary key
+	obj      Obj    // the object as last attempted
+	rev      statedb.Revision
+	deleted  bool // a Delete to retry; otherwise an Update
+	attempts int
+	at       time.Time // when to retry
+	err      error     // the last failure
+	pos      int       // position in the heap
+}
+
+// retryQueue holds at most one retry per primary key, ordered by time. A
+// newer attempt for the same key replaces the older one (invariant 6).
+type retryQueue[Obj any] struct {
+	byKey map[string]*retryItem[Obj]
+	heap  retryHeap[Obj]
+}
+
+func newRetryQueue[Obj any]() *retryQueue[Obj] {
+	return &retryQueue[Obj]{byKey: map[string]*retryItem[Obj]{}}
+}
+
+func (q *retryQueue[Obj]) len() int { return len(q.heap) }
+
+// get returns the pending retry of key.
+func (q *retryQueue[Obj]) get(key string) (*retryItem[Obj], bool) {
+	it, ok := q.byKey[key]
+	return it, ok
+}
+
+// add schedules a retry, replacing any pending one of the same key.
+func (q *retryQueue[Obj]) add(it *retryItem[Obj]) {
+	if old, ok := q.byKey[it.key]; ok {
+		heap.Remove(&q.heap, old.pos)
+	}
+	q.byKey[it.key] = it
+	heap.Push(&q.heap, it)
+}
+
+// remove cancels the pending retry of key, if any.
+func (q *retryQueue[Obj]) remove(key string) {
+	if it, ok := q.byKey[key]; ok {
+		heap.Remove(&q.heap, it.pos)
+		delete(q.byKey, key)
+	}
+}
+
+// next returns when the earliest retry is due.
+func (q *retryQueue[Obj]) next() (time.Time, bool) {
+	if len(q.heap) == 0 {
+		return time.Time{}, false
+	}
+	return q.heap[0].at, true
+}
+
+// popDue removes and returns up to limit retries due at now.
+func (q *retryQueue[Obj]) popDue(now time.Time, limit int) []*retryItem[Obj] {
+	var out []*retryItem[Obj]
+	for len(q.heap) > 0 && len(out) < limit && !q.heap[0].at.After(now) {
+		it := heap.Pop(&q.heap).(*retryItem[Obj])
+		delete(q.byKey, it.key)
+		out = append(out, it)
+	}
+	return out
+}
+
+// backoff returns the delay before attempt number attempts+1: exponential
+// from min, capped at max, with up to 25% jitter so that objects that
+// failed together do not retry in lockstep.
+func backoff(attempts int, minD, maxD time.Duration) time.Duration {
+	d := minD
+	for i := 1; i < attempts && d < maxD; i++ {
+		d *= 2
+	}
+	d = min(d, maxD)
+	d += time.Duration(rand.Int64N(int64(d)/4 + 1))
+	return min(d, maxD)
+}
+
+type retryHeap[Obj any] []*retryItem[Obj]
+
+func (h retryHeap[Obj]) Len() int           { return len(h) }
+func (h retryHeap[Obj]) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h retryHeap[Obj]) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].pos, h[j].pos = i, j
+}
+func (h *retryHeap[Obj]) Push(x any) {
+	it := x.(*retryItem[Obj])
+	it.pos = len(*h)
+	*h = append(*h, it)
+}
+func (h *retryHeap[Obj]) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return it
+}

@@ -1,0 +1,74 @@
+package reconciler
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/steadystate/steadystate/index"
+	"github.com/steadystate/steadystate/statedb"
+)
+
+// StatusIndex returns a non-unique index of objects by status kind, so that
+// "all objects in Error" is a table query:
+//
+//	statusIdx := reconciler.StatusIndex(getStatus)
+//	table, _ := statedb.NewTable(db, "routes", primary, statusIdx)
+//	for obj := range table.List(txn, statusIdx.Query(reconciler.StatusKindError)) { ... }
+//
+// Its name is "status"; keys can be given as text ("Error", "done").
+func StatusIndex[Obj any](getStatus func(Obj) Status) statedb.Index[Obj, StatusKind] {
+	return statedb.Index[Obj, StatusKind]{
+		Name: "status",
+		FromObject: func(obj Obj) index.KeySet {
+			return index.NewKeySet(statusKindKey(getStatus(obj).Kind))
+		},
+		FromKey: statusKindKey,
+		FromString: func(s string) (index.Key, error) {
+			k, err := ParseStatusKind(s)
+			if err != nil {
+				return nil, err
+			}
+			return statusKindKey(k), nil
+		},
+		Unique: false,
+	}
+}
+
+var statusKindKeys = func() (keys [len(statusKindNames)]index.Key) {
+	for i := range keys {
+		keys[i] = index.Key{byte(i)}
+	}
+	return
+}()
+
+// statusKindKey encodes a kind without allocating for the known kinds.
+func statusKindKey(k StatusKind) index.Key {
+	if int(k) < len(statusKindKeys) {
+		return statusKindKeys[k]
+	}
+	return index.Key{byte(k)}
+}
+
+// ParseStatusKind parses a kind's name, ignoring case.
+func ParseStatusKind(s string) (StatusKind, error) {
+	for i, n := range statusKindNames {
+		if i > 0 && strings.EqualFold(n, s) {
+			return StatusKind(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown status kind %q (Pending, Refreshing, Done, Error)", s)
+}
+
+// MarshalText makes a kind appear by name in JSON and YAML.
+func (k StatusKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// UnmarshalText parses a kind's name; the empty string is Unset.
+func (k *StatusKind) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*k = StatusKindUnset
+		return nil
+	}
+	v, err := ParseStatusKind(string(b))
+	*k = v
+	return err
+}
