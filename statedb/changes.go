@@ -72,7 +72,7 @@ func (it *changeIterator[Obj]) Next(txn ReadTxn) (iter.Seq2[Change[Obj], Revisio
 	// Only move forward: a ReadTxn older than the previous one has nothing
 	// new.
 	if it.started && upTo < from {
-		return func(func(Change[Obj], Revision) bool) {}, e.watchAll
+		return func(func(Change[Obj], Revision) bool) {}, e.watchAll()
 	}
 	first := !it.started
 	it.started = true
@@ -127,7 +127,7 @@ func (it *changeIterator[Obj]) Next(txn ReadTxn) (iter.Seq2[Change[Obj], Revisio
 	if e.graveyardLen() > 0 {
 		t.db.collectGraveyardNow(t.tableMeta)
 	}
-	return seq, e.watchAll
+	return seq, e.watchAll()
 }
 
 // Close unregisters the iterator. Further calls of Next yield nothing.

@@ -106,7 +106,9 @@ func (db *DB) collectGraveyardNow(m *tableMeta) {
 	if !m.lock.TryLock() {
 		return
 	}
-	w := db.newWriteTxn([]*tableMeta{m}, timeNow(db))
+	g := newGuard(db)
+	g.add(m)
+	w := db.newWriteTxn(g, timeNow(db))
 	w.tables[0].collectGraveyard()
 	if w.tables[0].dirty {
 		w.Commit()

@@ -63,7 +63,6 @@ type tableEntry struct {
 	meta     *tableMeta
 	indexes  []*tree
 	revision Revision
-	watchAll chan struct{} // closed on any change to the table
 
 	initPending []*initializer // initializers not yet done
 	initWatch   chan struct{}  // closed when initPending becomes empty
@@ -85,13 +84,19 @@ func newTableEntry(m *tableMeta) tableEntry {
 	e := tableEntry{
 		meta:      m,
 		indexes:   make([]*tree, len(m.indexNames)),
-		watchAll:  make(chan struct{}),
 		initWatch: closedChan,
 	}
 	for i := range e.indexes {
 		e.indexes[i] = newTree()
 	}
 	return e
+}
+
+// watchAll returns a channel that closes on any change to the table: the
+// watch channel of the primary index's root, which every insert and delete
+// replaces.
+func (e *tableEntry) watchAll() <-chan struct{} {
+	return e.root(0).Watch()
 }
 
 // root returns the root node of index i for point lookups, including the

@@ -70,7 +70,7 @@ func (t *table[Obj]) GetWatch(txn ReadTxn, q Query[Obj]) (obj Obj, rev Revision,
 	}
 	pos := t.indexPos(q.index)
 	if !t.tracked[pos] {
-		watch = e.watchAll
+		watch = e.watchAll()
 		obj, rev, found = t.Get(txn, q)
 		return
 	}
@@ -113,7 +113,7 @@ func (t *table[Obj]) list(txn ReadTxn, q Query[Obj], watch bool) (iter.Seq2[Obj,
 			ch, o, ok = e.root(pos).GetWatch(q.key)
 		} else {
 			o, ok = e.root(pos).Get(q.key)
-			ch = e.watchAll
+			ch = e.watchAll()
 		}
 		if !ok {
 			return emptySeq[Obj], ch
@@ -154,7 +154,7 @@ func (t *table[Obj]) prefix(txn ReadTxn, q Query[Obj], watch bool) (iter.Seq2[Ob
 		if t.tracked[pos] {
 			ch = root.Iterator().SeekPrefixWatch(key)
 		} else {
-			ch = e.watchAll
+			ch = e.watchAll()
 		}
 	}
 	return func(yield func(Obj, Revision) bool) {
@@ -195,7 +195,7 @@ func (t *table[Obj]) LowerBoundWatch(txn ReadTxn, q Query[Obj]) (iter.Seq2[Obj, 
 				return
 			}
 		}
-	}, e.watchAll
+	}, e.watchAll()
 }
 
 func (t *table[Obj]) All(txn ReadTxn) iter.Seq2[Obj, Revision] {
@@ -216,7 +216,7 @@ func (t *table[Obj]) AllWatch(txn ReadTxn) (iter.Seq2[Obj, Revision], <-chan str
 				return
 			}
 		}
-	}, e.watchAll
+	}, e.watchAll()
 }
 
 // nonUnique iterates the entries of a non-unique index under the encoded

@@ -1,7 +1,7 @@
 package statedb
 
 import (
-	iradix "github.com/hashicorp/go-immutable-radix/v2"
+	iradix "github.com/steadystate/steadystate/internal/radix"
 )
 
 // The persistent radix tree behind every index. All of statedb reaches the

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -24,13 +25,12 @@ import (
 //     ReadTxn sees the change.
 //  5. Finally the table locks are released, in reverse order.
 func (db *DB) WriteTxn(table TableMeta, more ...TableMeta) WriteTxn {
-	metas := make([]*tableMeta, 0, 1+len(more))
-	metas = append(metas, table.meta())
+	g := newGuard(db)
+	g.add(table.meta())
 	for _, t := range more {
-		metas = append(metas, t.meta())
+		g.add(t.meta())
 	}
-	slices.SortFunc(metas, func(a, b *tableMeta) int { return a.pos - b.pos })
-	metas = slices.CompactFunc(metas, func(a, b *tableMeta) bool { return a == b })
+	metas := g.list()
 	for _, m := range metas {
 		if m.db != db {
 			panic(fmt.Sprintf("statedb: table %q belongs to another DB; open the WriteTxn on the DB the table was created in", m.name))
@@ -52,34 +52,50 @@ func (db *DB) WriteTxn(table TableMeta, more ...TableMeta) WriteTxn {
 			db.opts.metrics.WriteTxnLockWait(m.name, acquired.Sub(start))
 		}
 	}
-
-	return db.newWriteTxn(metas, acquired)
+	runtime.Callers(2, g.pc[:])
+	return db.newWriteTxn(g, acquired)
 }
 
-// newWriteTxn builds a WriteTxn over metas, whose locks the caller holds.
-func (db *DB) newWriteTxn(metas []*tableMeta, acquired time.Time) *writeTxn {
+// Sizes of the buffers a WriteTxn holds inline, so that a transaction over
+// one or two tables with a few indexes is a single allocation (plus its
+// guard).
+const (
+	inlineTables  = 2
+	inlineIndexes = 8 // primary, 4 secondary and the 3 reserved indexes
+)
+
+// newWriteTxn builds a WriteTxn over the tables of g, whose locks the
+// caller holds.
+func (db *DB) newWriteTxn(g *txnGuard, acquired time.Time) *writeTxn {
+	metas := g.list()
 	snap := db.root.Load()
-	w := &writeTxn{
-		db:       db,
-		snapshot: snap,
-		tables:   make([]txnTable, len(metas)),
-		acquired: acquired,
+	w := &writeTxn{db: db, snapshot: snap, acquired: acquired, guard: g}
+	if len(metas) <= inlineTables {
+		w.tables = w.tablesBuf[:len(metas)]
+	} else {
+		w.tables = make([]txnTable, len(metas))
 	}
 	for i, m := range metas {
 		tt := &w.tables[i]
 		tt.entry = (*snap)[m.pos]
+		n := len(m.indexNames)
 		// The index slice is shared with the committed entry: copy it
 		// before replacing trees in it.
-		tt.entry.indexes = slices.Clone(tt.entry.indexes)
-		tt.txns = make([]*treeTxn, len(m.indexNames))
+		if n <= inlineIndexes {
+			tt.entry.indexes = append(tt.indexesBuf[:0], tt.entry.indexes...)
+			tt.txns = tt.txnsBuf[:n]
+		} else {
+			tt.entry.indexes = slices.Clone(tt.entry.indexes)
+			tt.txns = make([]*treeTxn, n)
+		}
 		tt.entry.wt = tt
 	}
 
 	// A WriteTxn that is dropped without Commit or Abort would hold its
-	// locks forever. The cleanup reports it and releases them.
-	w.guard = &txnGuard{db: db, metas: metas}
-	runtime.Callers(3, w.guard.pc[:])
-	runtime.AddCleanup(w, (*txnGuard).dropped, w.guard)
+	// locks forever. The guard's finalizer reports it and releases them.
+	// (A finalizer on the guard, not the WriteTxn: the WriteTxn points into
+	// itself, and a finalizer on an object in a cycle may never run.)
+	runtime.SetFinalizer(g, (*txnGuard).dropped)
 	return w
 }
 
@@ -92,6 +108,10 @@ type writeTxn struct {
 	guard     *txnGuard
 	closed    bool
 	committed *dbRoot // set by Commit
+	rootHdr   dbRoot  // the root published by Commit
+
+	tablesBuf [inlineTables]txnTable
+	closeBuf  [inlineTables]chan struct{}
 }
 
 // txnTable is a locked table inside a WriteTxn.
@@ -101,13 +121,15 @@ type txnTable struct {
 	// dirty is set once anything in the entry changed; only dirty tables
 	// are published.
 	dirty bool
-	// changed is set when objects were written; it closes watchAll.
+	// changed is set when objects were written.
 	changed bool
 	// initDone is set when the last pending initializer finished in this
 	// transaction; the channel is closed after commit.
 	initDone bool
-	// trackerAdded is set when a change iterator registered in this txn.
-	trackerAdded bool
+
+	indexesBuf [inlineIndexes]*tree
+	txnsBuf    [inlineIndexes]*treeTxn
+	txnVals    [inlineIndexes]treeTxn
 }
 
 // txn returns the open tree transaction of index i, creating it on first use.
@@ -115,7 +137,13 @@ func (tt *txnTable) txn(i int) *treeTxn {
 	if t := tt.txns[i]; t != nil {
 		return t
 	}
-	t := tt.entry.indexes[i].Txn()
+	var t *treeTxn
+	if i < inlineIndexes {
+		t = &tt.txnVals[i]
+		tt.entry.indexes[i].InitTxn(t)
+	} else {
+		t = tt.entry.indexes[i].Txn()
+	}
 	t.TrackMutate(tt.entry.meta.tracked[i])
 	tt.txns[i] = t
 	return t
@@ -167,7 +195,7 @@ func (w *writeTxn) Commit() ReadTxn {
 	db := w.db
 
 	// Step 2: freeze the new trees and gather what to notify afterwards.
-	var closeAfter []chan struct{}
+	closeAfter := w.closeBuf[:0]
 	for i := range w.tables {
 		tt := &w.tables[i]
 		e := &tt.entry
@@ -185,10 +213,6 @@ func (w *writeTxn) Commit() ReadTxn {
 				e.indexes[j] = t.CommitOnly()
 			}
 		}
-		if tt.changed {
-			closeAfter = append(closeAfter, e.watchAll)
-			e.watchAll = make(chan struct{})
-		}
 		if tt.initDone {
 			closeAfter = append(closeAfter, e.initWatch)
 		}
@@ -197,7 +221,10 @@ func (w *writeTxn) Commit() ReadTxn {
 	// Step 3: publish.
 	db.mu.Lock()
 	cur := *db.root.Load()
-	root := make(dbRoot, len(cur))
+	// The root's slice header lives in the WriteTxn, which the new trees
+	// keep alive anyway (see txnTable.txnVals): one allocation less.
+	w.rootHdr = make(dbRoot, len(cur))
+	root := w.rootHdr
 	copy(root, cur)
 	for i := range w.tables {
 		tt := &w.tables[i]
@@ -205,9 +232,9 @@ func (w *writeTxn) Commit() ReadTxn {
 			root[tt.entry.meta.pos] = tt.entry
 		}
 	}
-	db.root.Store(&root)
+	db.root.Store(&w.rootHdr)
 	db.mu.Unlock()
-	w.committed = &root
+	w.committed = &w.rootHdr
 
 	// Step 4: wake the watchers.
 	for i := range w.tables {
@@ -255,10 +282,17 @@ func (w *writeTxn) release() {
 	}
 	w.guard.done = true
 	w.guard.unlock()
-	// Drop the tree transactions so that their memory is freed even if the
-	// caller keeps the WriteTxn around.
+	runtime.SetFinalizer(w.guard, nil)
+	freeGuard(w.guard)
+	w.guard = nil
+	// The committed trees live inside this WriteTxn (see txnTable.txnVals),
+	// so the new root keeps it alive: drop what would keep older states
+	// alive through it.
+	w.snapshot = nil
 	for i := range w.tables {
-		w.tables[i].txns = nil
+		tt := &w.tables[i]
+		tt.txns = nil
+		clear(tt.txnsBuf[:])
 	}
 }
 
@@ -272,17 +306,66 @@ func timeNow(db *DB) time.Time {
 
 // txnGuard holds what is needed to release a WriteTxn's locks without
 // referencing the WriteTxn itself, so that a dropped transaction can be
-// garbage collected and reported.
+// garbage collected and reported. It holds no pointer into itself (the
+// tables are an array, not a slice of it), which a finalizer requires.
 type txnGuard struct {
 	db    *DB
-	metas []*tableMeta
-	pc    [1]uintptr // the caller of DB.WriteTxn
+	metas [inlineTables]*tableMeta // the locked tables, in lock order...
+	n     int
+	more  []*tableMeta // ...or all of them here, when there are more
+	pc    [1]uintptr   // the caller of DB.WriteTxn
 	done  bool
 }
 
+// guards recycles the guards of finished transactions: a finished guard has
+// no finalizer and nothing refers to it any more.
+var guards = sync.Pool{New: func() any { return new(txnGuard) }}
+
+func newGuard(db *DB) *txnGuard {
+	g := guards.Get().(*txnGuard)
+	g.db = db
+	return g
+}
+
+func freeGuard(g *txnGuard) {
+	*g = txnGuard{}
+	guards.Put(g)
+}
+
+// add adds m to the tables of the transaction, keeping them sorted by
+// position (the lock order) and without duplicates.
+func (g *txnGuard) add(m *tableMeta) {
+	list := g.list()
+	if slices.Contains(list, m) {
+		return
+	}
+	if g.more == nil && g.n < len(g.metas) {
+		g.metas[g.n] = m
+		g.n++
+	} else {
+		if g.more == nil {
+			g.more = append(make([]*tableMeta, 0, 2*len(g.metas)), g.metas[:g.n]...)
+		}
+		g.more = append(g.more, m)
+	}
+	list = g.list()
+	for i := len(list) - 1; i > 0 && list[i].pos < list[i-1].pos; i-- {
+		list[i], list[i-1] = list[i-1], list[i]
+	}
+}
+
+// list returns the tables in lock order. The slice must not be kept.
+func (g *txnGuard) list() []*tableMeta {
+	if g.more != nil {
+		return g.more
+	}
+	return g.metas[:g.n]
+}
+
 func (g *txnGuard) unlock() {
-	for i := len(g.metas) - 1; i >= 0; i-- {
-		g.metas[i].lock.Unlock()
+	list := g.list()
+	for i := len(list) - 1; i >= 0; i-- {
+		list[i].lock.Unlock()
 	}
 }
 
@@ -292,9 +375,9 @@ func (g *txnGuard) dropped() {
 	if g.done {
 		return
 	}
-	names := make([]string, len(g.metas))
-	for i, m := range g.metas {
-		names[i] = m.name
+	var names []string
+	for _, m := range g.list() {
+		names = append(names, m.name)
 	}
 	frame, _ := runtime.CallersFrames(g.pc[:]).Next()
 	g.db.opts.logger.Error("statedb: WriteTxn was dropped without Commit or Abort; releasing its locks. Call Commit or Abort on every WriteTxn (e.g. `defer txn.Abort()`).",

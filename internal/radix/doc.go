@@ -1,0 +1,54 @@
+// Package radix is a persistent (immutable, copy-on-write) adaptive radix
+// tree with watch channels. It is a drop-in replacement for the subset of
+// github.com/hashicorp/go-immutable-radix/v2 that statedb uses, built for
+// fewer allocations per write and faster lookups.
+//
+// # Invariants
+//
+//   - Immutability: a *Tree and every node reachable from it never change
+//     after the Txn that produced it returned it from CommitOnly/Commit. The
+//     one exception is a node's watch channel slot, which readers fill lazily
+//     and Notify closes; both sides use atomic operations only.
+//   - Who may write: one goroutine per Txn. Any number of goroutines may read
+//     any committed Tree at the same time, including while a Txn derived from
+//     it is being written.
+//   - Ownership by generation: every node carries the id of the txn
+//     generation that created it. A Txn mutates a node in place only if the
+//     node carries its current id; any other node is copied first (path
+//     copying). CommitOnly draws a fresh id from a process-wide counter, so
+//     nodes made before a commit are never mutated after it, even when the Txn
+//     is used further.
+//   - A node created in the current generation has only current-generation
+//     ancestors, so an in-place change never needs to touch a parent.
+//   - Paths are absolute: a node stores path = the key bytes from the root to
+//     the end of the node's own segment (a sub-slice of some inserted key,
+//     never written to). A node holds a value iff its key equals its path, so
+//     a leaf needs no separate key. Children are keyed by path[len(n.path)] of
+//     the child. Because paths are absolute, a node whose parent disappears
+//     (delete collapses a node with one child) moves up without being copied.
+//   - Shape: every node except the root has a value or at least two children.
+//     The root may have a path, a value, and any number of children.
+//   - Node kinds by fan-out: leaf (no children), 4, 16, 48 and 256 children,
+//     each one allocation with its arrays embedded; 4/16/48 keep their
+//     children sorted by label.
+//
+// # Watch channels
+//
+// Every node has a watch channel, created lazily on the first GetWatch or
+// SeekPrefixWatch/PrefixWatch that lands on it (so writes allocate none). When a Txn with
+// TrackMutate(true) replaces or removes a node of an earlier generation, it
+// remembers the node; Notify then closes its channel, or, if none was ever
+// created, installs an already closed one so that a later watcher on an old
+// snapshot still sees the change. Rules that follow:
+//
+//   - GetWatch of a present key returns the channel of the node holding the
+//     value. It closes when that value is replaced or deleted, and also
+//     (spuriously) when a key it is a proper prefix of changes.
+//   - GetWatch of a missing key and SeekPrefixWatch return the channel of the
+//     deepest node on the search path; every insert, update or delete that
+//     could change the answer replaces that node.
+//   - As in iradix, a Txn with TrackMutate(false) (the default) closes
+//     nothing; channels taken from trees written that way are only closed if
+//     a later tracked Txn replaces their node. Changes made inside an
+//     uncommitted Txn to nodes that Txn created close nothing either.
+package radix

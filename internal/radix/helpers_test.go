@@ -1,0 +1,190 @@
+package radix
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// randKey draws keys that share prefixes often, are prefixes of each other,
+// include the empty key, and fill wide nodes (48/256 children).
+func randKey(r *rand.Rand) []byte {
+	switch r.IntN(4) {
+	case 0:
+		return binary.BigEndian.AppendUint64(nil, uint64(r.IntN(3000)))
+	case 1:
+		b := make([]byte, r.IntN(4))
+		for i := range b {
+			b[i] = byte(r.IntN(256))
+		}
+		return b
+	default:
+		b := make([]byte, r.IntN(7))
+		for i := range b {
+			b[i] = "ab\x00\xffc"[r.IntN(5)]
+		}
+		return b
+	}
+}
+
+// sortedKeys returns the model's keys in byte order.
+func sortedKeys(model map[string]int) []string {
+	keys := make([]string, 0, len(model))
+	for k := range model {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+type kv struct {
+	k string
+	v int
+}
+
+func collectIter(it *Iterator[int]) []kv {
+	var out []kv
+	for k, v, ok := it.Next(); ok; k, v, ok = it.Next() {
+		out = append(out, kv{string(k), v})
+	}
+	return out
+}
+
+func collectSeq(seq func(func([]byte, int) bool)) []kv {
+	var out []kv
+	for k, v := range seq {
+		out = append(out, kv{string(k), v})
+	}
+	return out
+}
+
+func expect(all []kv, keep func(string) bool) []kv {
+	var out []kv
+	for _, e := range all {
+		if keep(e.k) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// checkTree compares everything readable from root with the model and
+// checks the structural invariants stated in doc.go.
+func checkTree(t testing.TB, root *Node[int], size int, model map[string]int, r *rand.Rand) {
+	checkTreeProbes(t, root, size, model, r, 20)
+}
+
+// checkTreeProbes is checkTree with the given number of random probes.
+func checkTreeProbes(t testing.TB, root *Node[int], size int, model map[string]int, r *rand.Rand, probes int) {
+	t.Helper()
+	if size != len(model) {
+		t.Fatalf("Len = %d, model has %d", size, len(model))
+	}
+	if n := checkShape(t, root, nil, true); n != len(model) {
+		t.Fatalf("tree holds %d values, model has %d", n, len(model))
+	}
+	for k, v := range model {
+		got, ok := root.Get([]byte(k))
+		if !ok || got != v {
+			t.Fatalf("Get(%x) = %d, %v; want %d", k, got, ok, v)
+		}
+		_, got, ok = root.GetWatch([]byte(k))
+		if !ok || got != v {
+			t.Fatalf("GetWatch(%x) = %d, %v; want %d", k, got, ok, v)
+		}
+	}
+	var all []kv
+	for _, k := range sortedKeys(model) {
+		all = append(all, kv{k, model[k]})
+	}
+	if got := collectIter(root.Iterator()); !slices.Equal(got, all) {
+		t.Fatalf("Iterator: got %v, want %v", got, all)
+	}
+	if got := collectSeq(root.All()); !slices.Equal(got, all) {
+		t.Fatalf("All: got %v, want %v", got, all)
+	}
+	minK, minV, minOK := root.Minimum()
+	maxK, maxV, maxOK := root.Maximum()
+	if len(all) == 0 {
+		if minOK || maxOK {
+			t.Fatalf("Minimum/Maximum of empty tree found something")
+		}
+	} else if string(minK) != all[0].k || minV != all[0].v || !minOK ||
+		string(maxK) != all[len(all)-1].k || maxV != all[len(all)-1].v || !maxOK {
+		t.Fatalf("Minimum/Maximum = %x/%x, want %x/%x", minK, maxK, all[0].k, all[len(all)-1].k)
+	}
+	for range probes {
+		k := randKey(r)
+		if _, ok := model[string(k)]; !ok {
+			if _, ok := root.Get(k); ok {
+				t.Fatalf("Get(%x) found a missing key", k)
+			}
+			if _, _, ok := root.GetWatch(k); ok {
+				t.Fatalf("GetWatch(%x) found a missing key", k)
+			}
+		}
+		prefix := k[:r.IntN(len(k)+1)]
+		want := expect(all, func(s string) bool { return bytes.HasPrefix([]byte(s), prefix) })
+		it := root.Iterator()
+		it.SeekPrefix(prefix)
+		if got := collectIter(it); !slices.Equal(got, want) {
+			t.Fatalf("SeekPrefix(%x): got %v, want %v", prefix, got, want)
+		}
+		if got := collectSeq(root.Prefix(prefix)); !slices.Equal(got, want) {
+			t.Fatalf("Prefix(%x): got %v, want %v", prefix, got, want)
+		}
+		want = expect(all, func(s string) bool { return s >= string(k) })
+		it = root.Iterator()
+		it.SeekLowerBound(k)
+		if got := collectIter(it); !slices.Equal(got, want) {
+			t.Fatalf("SeekLowerBound(%x): got %v, want %v", k, got, want)
+		}
+		if got := collectSeq(root.LowerBound(k)); !slices.Equal(got, want) {
+			t.Fatalf("LowerBound(%x): got %v, want %v", k, got, want)
+		}
+	}
+}
+
+// checkShape verifies the node invariants below n and counts its values.
+func checkShape(t testing.TB, n *Node[int], parent []byte, isRoot bool) int {
+	t.Helper()
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Fatalf("node %x (kind %d): %s", n.path, n.kind, fmt.Sprintf(format, args...))
+	}
+	if !isRoot && (len(n.path) <= len(parent) || !bytes.HasPrefix(n.path, parent)) {
+		fail("path does not extend parent path %x", parent)
+	}
+	if !isRoot && !n.leaf && n.size < 2 {
+		fail("inner node with %d children and no value", n.size)
+	}
+	if int(n.size) > n.kind.capacity() {
+		fail("size %d over capacity", n.size)
+	}
+	count := 0
+	if n.leaf {
+		count++
+	}
+	seen, last := 0, -1
+	for c, label, pos := n.nextChild(0); c != nil; c, label, pos = n.nextChild(pos) {
+		seen++
+		if int(label) <= last {
+			fail("labels out of order")
+		}
+		last = int(label)
+		if c.path[len(n.path)] != label {
+			fail("child %x under wrong label %x", c.path, label)
+		}
+		if n.child(label) != c {
+			fail("child(%x) disagrees with iteration", label)
+		}
+		count += checkShape(t, c, n.path, false)
+	}
+	if seen != int(n.size) {
+		fail("size %d but %d children", n.size, seen)
+	}
+	return count
+}

@@ -1,0 +1,140 @@
+package radix
+
+import (
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	iradix "github.com/hashicorp/go-immutable-radix/v2"
+)
+
+// snapshot is a committed tree with the model it must keep matching.
+type snapshot struct {
+	tree  *Tree[int]
+	model map[string]int
+}
+
+// TestModel runs random transactions against the tree, a map and iradix,
+// and checks after every commit that all three agree and that every earlier
+// snapshot is unchanged.
+func TestModel(t *testing.T) {
+	for seed := range uint64(4) {
+		r := rand.New(rand.NewPCG(seed, 42))
+		tree, ref := New[int](), iradix.New[int]()
+		model := map[string]int{}
+		var snaps []snapshot
+		for range 80 {
+			txn, refTxn := tree.Txn(), ref.Txn()
+			txn.TrackMutate(r.IntN(2) == 0)
+			for range r.IntN(60) + 1 {
+				k := randKey(r)
+				switch op := r.IntN(10); {
+				case op < 5:
+					v := r.Int()
+					old, had := txn.Insert(k, v)
+					refOld, refHad := refTxn.Insert(k, v)
+					mOld, mHad := model[string(k)]
+					if old != refOld || had != refHad || old != mOld || had != mHad {
+						t.Fatalf("Insert(%x) = %d,%v; iradix %d,%v; map %d,%v", k, old, had, refOld, refHad, mOld, mHad)
+					}
+					model[string(k)] = v
+				case op < 8:
+					old, had := txn.Delete(k)
+					refOld, refHad := refTxn.Delete(k)
+					mOld, mHad := model[string(k)]
+					if old != refOld || had != refHad || old != mOld || had != mHad {
+						t.Fatalf("Delete(%x) = %d,%v; iradix %d,%v; map %d,%v", k, old, had, refOld, refHad, mOld, mHad)
+					}
+					delete(model, string(k))
+				case op < 9:
+					v, ok := txn.Get(k)
+					mv, mok := model[string(k)]
+					if v != mv || ok != mok {
+						t.Fatalf("Txn.Get(%x) = %d,%v; want %d,%v", k, v, ok, mv, mok)
+					}
+				default:
+					// Commit in the middle and keep writing.
+					snaps = append(snaps, snapshot{txn.CommitOnly(), maps.Clone(model)})
+					txn.Notify()
+				}
+				if txn.Len() != len(model) {
+					t.Fatalf("Txn.Len = %d, want %d", txn.Len(), len(model))
+				}
+			}
+			tree, ref = txn.Commit(), refTxn.Commit()
+			snaps = append(snaps, snapshot{tree, maps.Clone(model)})
+			checkTree(t, tree.Root(), tree.Len(), model, r)
+			compareWithIradix(t, tree, ref)
+			old := snaps[r.IntN(len(snaps))]
+			checkTreeProbes(t, old.tree.Root(), old.tree.Len(), old.model, r, 2)
+		}
+		for _, s := range snaps {
+			checkTreeProbes(t, s.tree.Root(), s.tree.Len(), s.model, r, 0)
+		}
+	}
+}
+
+// compareWithIradix checks that full iteration agrees with iradix.
+func compareWithIradix(t *testing.T, tree *Tree[int], ref *iradix.Tree[int]) {
+	t.Helper()
+	var want []kv
+	it := ref.Root().Iterator()
+	for k, v, ok := it.Next(); ok; k, v, ok = it.Next() {
+		want = append(want, kv{string(k), v})
+	}
+	if got := collectIter(tree.Root().Iterator()); !slices.Equal(got, want) {
+		t.Fatalf("iteration differs from iradix:\n got %v\nwant %v", got, want)
+	}
+	if tree.Len() != ref.Len() {
+		t.Fatalf("Len %d, iradix %d", tree.Len(), ref.Len())
+	}
+}
+
+// TestDenseNodes grows one node through every kind and shrinks it back.
+func TestDenseNodes(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	tree := New[int]()
+	model := map[string]int{}
+	order := r.Perm(256)
+	for i, b := range order {
+		txn := tree.Txn()
+		txn.Insert([]byte{'x', byte(b)}, i)
+		model[string([]byte{'x', byte(b)})] = i
+		tree = txn.Commit()
+		checkTree(t, tree.Root(), tree.Len(), model, r)
+	}
+	for _, b := range r.Perm(256) {
+		txn := tree.Txn()
+		txn.Delete([]byte{'x', byte(b)})
+		delete(model, string([]byte{'x', byte(b)}))
+		tree = txn.Commit()
+		checkTree(t, tree.Root(), tree.Len(), model, r)
+	}
+}
+
+// TestEdgeKeys covers the empty key and keys that are prefixes of others.
+func TestEdgeKeys(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	keys := []string{"", "a", "ab", "abc", "abd", "b", "\x00", "\xff", "abcdef"}
+	for range 50 {
+		tree := New[int]()
+		model := map[string]int{}
+		for _, i := range r.Perm(len(keys)) {
+			txn := tree.Txn()
+			txn.Insert([]byte(keys[i]), i)
+			model[keys[i]] = i
+			tree = txn.Commit()
+			checkTree(t, tree.Root(), tree.Len(), model, r)
+		}
+		for _, i := range r.Perm(len(keys)) {
+			txn := tree.Txn()
+			if _, ok := txn.Delete([]byte(keys[i])); !ok {
+				t.Fatalf("Delete(%q) found nothing", keys[i])
+			}
+			delete(model, keys[i])
+			tree = txn.Commit()
+			checkTree(t, tree.Root(), tree.Len(), model, r)
+		}
+	}
+}

@@ -1,0 +1,273 @@
+package radix
+
+// Txn builds a new version of a Tree. It is not safe for concurrent use;
+// the trees it started from and the ones it committed stay readable by
+// anyone meanwhile.
+type Txn[T any] struct {
+	root  *Node[T]
+	size  int
+	id    uint64 // current generation: nodes carrying it are mutated in place
+	track bool
+
+	// retired holds the nodes this Txn took out of the tree whose watch
+	// channels Notify must close. A node of an earlier generation is copied
+	// at most once per generation, so there are no duplicates to weed out.
+	retired    []*Node[T]
+	retiredBuf [6]*Node[T]
+
+	// tree backs the first Tree that CommitOnly returns, saving an
+	// allocation in the common one-commit Txn.
+	tree     Tree[T]
+	treeUsed bool
+}
+
+// TrackMutate sets whether the Txn records replaced nodes so that Notify
+// (and Commit) closes their watch channels. Off by default, as in iradix;
+// turn it on for every tree somebody may watch.
+func (t *Txn[T]) TrackMutate(track bool) { t.track = track }
+
+// Root returns the root of the Txn's current, uncommitted tree. Reads
+// through it see the Txn's writes; it must not be used once the Txn writes
+// again.
+func (t *Txn[T]) Root() *Node[T] { return t.root }
+
+// Len returns the number of keys in the Txn's current tree.
+func (t *Txn[T]) Len() int { return t.size }
+
+// Get returns the value stored under k, including the Txn's own writes.
+func (t *Txn[T]) Get(k []byte) (T, bool) { return t.root.Get(k) }
+
+// Insert stores v under k and returns the previous value, if any. The Txn
+// keeps k, so the caller must not modify it afterwards.
+func (t *Txn[T]) Insert(k []byte, v T) (T, bool) {
+	root, old, had := t.insert(t.root, 0, k, v)
+	t.root = root
+	if !had {
+		t.size++
+	}
+	return old, had
+}
+
+// Delete removes k and returns its value, if it was present.
+func (t *Txn[T]) Delete(k []byte) (T, bool) {
+	root, old, had := t.delete(t.root, 0, k)
+	if !had {
+		return old, false
+	}
+	if root == nil {
+		root = newNode[T](kind4, t.id)
+	}
+	t.root = root
+	t.size--
+	return old, true
+}
+
+// CommitOnly returns the Txn's current tree as a new Tree without closing
+// any watch channel (call Notify for that). The Txn may be used further;
+// its later writes copy nodes again and never change the returned Tree.
+func (t *Txn[T]) CommitOnly() *Tree[T] {
+	var nt *Tree[T]
+	if t.treeUsed {
+		nt = new(Tree[T])
+	} else {
+		nt, t.treeUsed = &t.tree, true
+	}
+	nt.root, nt.size = t.root, t.size
+	t.id = txnIDs.Add(1)
+	return nt
+}
+
+// Notify closes the watch channels of every node the committed writes
+// replaced or removed, if TrackMutate is on. Call it after CommitOnly, once
+// the new tree is visible to readers; calling it again is a no-op.
+func (t *Txn[T]) Notify() {
+	if !t.track {
+		return
+	}
+	for i, n := range t.retired {
+		n.closeWatch()
+		t.retired[i] = nil
+	}
+	t.retired = t.retired[:0]
+}
+
+// Commit is CommitOnly followed by Notify.
+func (t *Txn[T]) Commit() *Tree[T] {
+	nt := t.CommitOnly()
+	t.Notify()
+	return nt
+}
+
+// retire records that n leaves the tree. Nodes of earlier generations may
+// have (or later get) watchers on old snapshots; nodes of the current one
+// only if somebody watched through Root before committing.
+func (t *Txn[T]) retire(n *Node[T]) {
+	if t.track && (n.txnID != t.id || n.hasWatch()) {
+		t.retired = append(t.retired, n)
+	}
+}
+
+// writable returns n if the current generation owns it, else a copy of it
+// that replaces n.
+func (t *Txn[T]) writable(n *Node[T]) *Node[T] {
+	if n.txnID == t.id {
+		return n
+	}
+	t.retire(n)
+	return n.clone(t.id)
+}
+
+// newLeaf returns a childless node holding v under key.
+func (t *Txn[T]) newLeaf(key []byte, v T) *Node[T] {
+	return &Node[T]{path: key, txnID: t.id, kind: kindLeaf, leaf: true, val: v}
+}
+
+// insert stores v under key in the subtree of n, whose path is known to
+// match key[:d]. It returns the subtree's new top node.
+func (t *Txn[T]) insert(n *Node[T], d int, key []byte, v T) (*Node[T], T, bool) {
+	var zero T
+	if n.size == 0 && !n.leaf {
+		// Only an empty root gets here: the key becomes the whole tree, so
+		// that the root's path is the common prefix of all keys.
+		t.retire(n)
+		return t.newLeaf(key, v), zero, false
+	}
+	p := n.path
+	c := d
+	for c < len(p) && c < len(key) && p[c] == key[c] {
+		c++
+	}
+	if c < len(p) {
+		return t.split(n, c, key, v), zero, false
+	}
+	if c == len(key) {
+		w := t.writable(n)
+		old, had := w.val, w.leaf
+		w.path, w.val, w.leaf = key, v, true
+		return w, old, had
+	}
+	b := key[c]
+	child := n.child(b)
+	if child == nil {
+		return t.addChild(n, b, t.newLeaf(key, v)), zero, false
+	}
+	nc, old, had := t.insert(child, c, key, v)
+	if nc == child {
+		// Changed in place, so n belongs to this generation as well.
+		return n, old, had
+	}
+	w := t.writable(n)
+	w.setChild(b, nc)
+	return w, old, had
+}
+
+// split puts a new node4 with path key[:c] above n, whose path diverges from
+// key at c, and stores v under key there or in a new leaf below it. n is
+// copied even though its own content does not change: prefix watchers whose
+// prefix ends inside n's segment hold n's channel and must see the new key.
+func (t *Txn[T]) split(n *Node[T], c int, key []byte, v T) *Node[T] {
+	moved := t.writable(n)
+	s := newNode[T](kind4, t.id)
+	s.path = n.path[:c]
+	s.insertChild(n.path[c], moved)
+	if c == len(key) {
+		s.path, s.val, s.leaf = key, v, true
+	} else {
+		s.insertChild(key[c], t.newLeaf(key, v))
+	}
+	return s
+}
+
+// addChild returns n, or its replacement, with child c under the new label
+// b, growing n to the next kind if it is full.
+func (t *Txn[T]) addChild(n *Node[T], b byte, c *Node[T]) *Node[T] {
+	var w *Node[T]
+	if int(n.size) < n.kind.capacity() {
+		w = t.writable(n)
+	} else {
+		t.retire(n)
+		w = n.convert(n.kind.grown(), t.id)
+	}
+	w.insertChild(b, c)
+	return w
+}
+
+// delete removes key from the subtree of n, whose path is known to match
+// key[:d]. It returns the subtree's new top node, nil if it is now empty.
+func (t *Txn[T]) delete(n *Node[T], d int, key []byte) (*Node[T], T, bool) {
+	var zero T
+	p := n.path
+	if len(p) > len(key) || string(p[d:]) != string(key[d:len(p)]) {
+		return n, zero, false
+	}
+	if len(p) == len(key) {
+		if !n.leaf {
+			return n, zero, false
+		}
+		old := n.val // read before removeLeaf may clear it in place
+		return t.removeLeaf(n), old, true
+	}
+	b := key[len(p)]
+	child := n.child(b)
+	if child == nil {
+		return n, zero, false
+	}
+	nc, old, had := t.delete(child, len(p), key)
+	switch {
+	case !had || nc == child:
+		return n, old, had
+	case nc == nil:
+		return t.removeChild(n, b), old, true
+	default:
+		w := t.writable(n)
+		w.setChild(b, nc)
+		return w, old, true
+	}
+}
+
+// removeLeaf returns what replaces n once its value is gone.
+func (t *Txn[T]) removeLeaf(n *Node[T]) *Node[T] {
+	switch n.size {
+	case 0:
+		t.retire(n)
+		return nil
+	case 1:
+		// The only child moves up as is; its path is absolute.
+		t.retire(n)
+		return n.minChild()
+	}
+	var zero T
+	w := t.writable(n)
+	w.leaf, w.val = false, zero
+	return w
+}
+
+// removeChild returns what replaces n once its child under b is gone,
+// shrinking n to a smaller kind when it got sparse.
+func (t *Txn[T]) removeChild(n *Node[T], b byte) *Node[T] {
+	left := int(n.size) - 1
+	switch {
+	case left == 0 && !n.leaf:
+		t.retire(n)
+		return nil
+	case left == 0:
+		t.retire(n)
+		return t.newLeaf(n.path, n.val)
+	case left == 1 && !n.leaf:
+		t.retire(n)
+		c, label, pos := n.nextChild(0)
+		if label == b {
+			c, _, _ = n.nextChild(pos)
+		}
+		return c
+	}
+	var w *Node[T]
+	if left < n.kind.shrinkBelow() {
+		t.retire(n)
+		w = n.convert(n.kind-1, t.id)
+	} else {
+		w = t.writable(n)
+	}
+	w.removeChild(b)
+	return w
+}
