@@ -1,0 +1,131 @@
+package iptables
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// The iptables commands, run inside the target's namespace.
+
+// saveAsync reads the tables of chains with iptables-save in the
+// background; the function it returns waits for the result.
+func (t *Target) saveAsync(ctx context.Context, chains map[chainID]int) func() (map[string]*tableState, error) {
+	tables := map[string]bool{}
+	for c := range chains {
+		tables[c.table] = true
+	}
+	type result struct {
+		state map[string]*tableState
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		state := map[string]*tableState{}
+		for tbl := range tables {
+			st, err := t.save(ctx, tbl)
+			if err != nil {
+				done <- result{err: err}
+				return
+			}
+			state[tbl] = st
+		}
+		done <- result{state: state}
+	}()
+	return func() (map[string]*tableState, error) {
+		r := <-done
+		return r.state, r.err
+	}
+}
+
+// save reads one table with iptables-save.
+func (t *Target) save(ctx context.Context, table string) (*tableState, error) {
+	out, err := t.run(ctx, nil, t.saveCmd, "-t", table)
+	if err != nil {
+		return nil, err
+	}
+	state, err := parseSave(out, t.prefix)
+	if err != nil {
+		return nil, err
+	}
+	if st := state[table]; st != nil {
+		return st, nil
+	}
+	return &tableState{chains: map[string]bool{}, owned: map[string][]ownedRule{}, hooks: map[hookKey]int{}}, nil
+}
+
+// restore runs iptables-restore --noflush with input. On failure it
+// returns iptables' message too.
+func (t *Target) restore(ctx context.Context, input []byte) (msg string, err error) {
+	_, err = t.run(ctx, input, t.restoreCmd, "--noflush", "--wait")
+	if err != nil {
+		var ce *commandError
+		if errors.As(err, &ce) {
+			msg = ce.stderr
+		}
+	}
+	return msg, err
+}
+
+// commandError is the failure of an iptables command.
+type commandError struct {
+	cmd    string
+	err    error
+	stderr string
+}
+
+// Error returns the command, its exit error and its message.
+func (e *commandError) Error() string { return fmt.Sprintf("%s: %v: %s", e.cmd, e.err, e.stderr) }
+
+// Unwrap returns the exit error.
+func (e *commandError) Unwrap() error { return e.err }
+
+// run runs a command inside the target's namespace and returns its
+// standard output.
+func (t *Target) run(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error) {
+	var out []byte
+	err := t.ns.Do(func() error {
+		cmd := exec.CommandContext(ctx, name, args...)
+		if stdin != nil {
+			cmd.Stdin = bytes.NewReader(stdin)
+		}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		var err error
+		out, err = cmd.Output()
+		if err != nil {
+			return &commandError{cmd: name, err: err, stderr: oneLine(stderr.String())}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// oneLine joins the meaningful lines of iptables' error output.
+func oneLine(s string) string {
+	var parts []string
+	for _, l := range strings.Split(s, "\n") {
+		l = strings.TrimSpace(l)
+		if l != "" && !strings.HasPrefix(l, "Try `") {
+			parts = append(parts, l)
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+var errorLineRe = regexp.MustCompile(`(?:Error occurred at line: |line )(\d+)`)
+
+// errorLine returns the input line iptables-restore blames, or 0.
+func errorLine(msg string) int {
+	m := errorLineRe.FindStringSubmatch(msg)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}

@@ -1,0 +1,333 @@
+package iptables
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/steadystate/steadystate/examples/internal/netnsutil"
+	"github.com/steadystate/steadystate/reconciler"
+	"github.com/steadystate/steadystate/statedb"
+)
+
+// fixture is a rules table reconciled into a fresh namespace.
+type fixture struct {
+	t      *testing.T
+	ns     netnsutil.NS
+	db     *statedb.DB
+	table  statedb.RWTable[*Rule]
+	target *Target
+	r      reconciler.Reconciler[*Rule]
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	netnsutil.RequireCommand(t, "iptables-restore")
+	ns := netnsutil.NewTestNS(t)
+	db := statedb.New()
+	table, err := NewTable(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, err := NewTarget(TargetConfig{NetNS: ns, Rules: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := ReconcilerConfig(table, target)
+	cfg.RetryBackoffMin = 10 * time.Millisecond
+	r, err := reconciler.New(db, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return &fixture{t: t, ns: ns, db: db, table: table, target: target, r: r}
+}
+
+// write inserts (as Pending) and deletes rules in one transaction and
+// waits until the reconciler has attempted them; it returns
+// WaitUntilReconciled's error.
+func (f *fixture) write(insert []*Rule, del ...*Rule) error {
+	f.t.Helper()
+	wtxn := f.db.WriteTxn(f.table)
+	for _, r := range insert {
+		if _, _, err := f.table.Insert(wtxn, r.Clone().SetStatus(reconciler.StatusPending())); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	for _, r := range del {
+		f.table.Delete(wtxn, r)
+	}
+	rev := f.table.Revision(wtxn.Commit())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := f.r.WaitUntilReconciled(ctx, rev)
+	if errors.Is(err, context.DeadlineExceeded) {
+		f.t.Fatal(err)
+	}
+	return err
+}
+
+// sh runs iptables in the namespace.
+func (f *fixture) sh(args ...string) {
+	f.t.Helper()
+	if _, err := f.ns.Command("iptables", args...); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// save returns iptables-save of one table in the namespace.
+func (f *fixture) save(table string) string {
+	f.t.Helper()
+	out, err := f.ns.Command("iptables-save", "-t", table)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return string(out)
+}
+
+// names returns the names of the rules in the owned chain for builtin, in
+// order, and the number of hooks into it.
+func (f *fixture) names(table, builtin string) (names []string, hooks int) {
+	f.t.Helper()
+	state, err := parseSave([]byte(f.save(table)), DefaultChainPrefix)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	st := state[table]
+	owned := DefaultChainPrefix + "-" + builtin
+	for _, r := range st.owned[owned] {
+		names = append(names, r.name)
+	}
+	return names, st.hooks[hookKey{builtin, owned}]
+}
+
+func (f *fixture) expect(table, builtin string, want ...string) {
+	f.t.Helper()
+	got, hooks := f.names(table, builtin)
+	if !slices.Equal(got, want) {
+		f.t.Fatalf("%s %s: rules %q, want %q\n%s", table, builtin, got, want, f.save(table))
+	}
+	if wantHooks := min(len(want), 1); hooks != wantHooks {
+		f.t.Fatalf("%s %s: %d hooks, want %d\n%s", table, builtin, hooks, wantHooks, f.save(table))
+	}
+}
+
+// expectForeign checks that the foreign rules added by addForeign are all
+// still there.
+func (f *fixture) expectForeign() {
+	f.t.Helper()
+	out := f.save("filter")
+	for _, l := range []string{
+		"-A INPUT -p udp -m udp --dport 53 -j ACCEPT",
+		"-A INPUT -j FOREIGN",
+		"-A FOREIGN -s 192.0.2.1/32 -j DROP",
+		":FOREIGN - [0:0]",
+	} {
+		if !strings.Contains(out, l+"\n") {
+			f.t.Fatalf("foreign rule %q is gone:\n%s", l, out)
+		}
+	}
+}
+
+func (f *fixture) addForeign() {
+	f.sh("-A", "INPUT", "-p", "udp", "--dport", "53", "-j", "ACCEPT")
+	f.sh("-N", "FOREIGN")
+	f.sh("-A", "FOREIGN", "-s", "192.0.2.1", "-j", "DROP")
+	f.sh("-A", "INPUT", "-j", "FOREIGN")
+}
+
+func (f *fixture) eventually(what string, cond func() bool) {
+	f.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			f.t.Fatalf("timed out waiting until %s\n%s", what, f.save("filter"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func filterIn(name string, prio int, spec string) *Rule {
+	return &Rule{Table: "filter", Chain: "INPUT", Name: name, Priority: prio, Spec: spec}
+}
+
+// TestRulesLifecycle is the story of the target against the real kernel:
+// apply rules in order, change them, survive foreign rules, repair drift
+// with a full reconciliation, and remove them again.
+func TestRulesLifecycle(t *testing.T) {
+	f := newFixture(t)
+	f.addForeign()
+
+	ssh := filterIn("ssh", 10, "-p tcp --dport 22 -j ACCEPT")
+	web := filterIn("web", 20, `-p tcp -m multiport --dports 80,443 -j ACCEPT`)
+	logd := filterIn("log", 20, `-m limit --limit 1/s -j LOG --log-prefix "dropped: "`)
+	drop := filterIn("drop-rest", 100, "-j DROP")
+	masq := &Rule{Table: "nat", Chain: "POSTROUTING", Name: "masq", Spec: "-s 10.0.0.0/8 -j MASQUERADE"}
+	if err := f.write([]*Rule{drop, web, ssh, logd, masq}); err != nil {
+		t.Fatal(err)
+	}
+	f.expect("filter", "INPUT", "ssh", "log", "web", "drop-rest")
+	f.expect("nat", "POSTROUTING", "masq")
+	if out := f.save("filter"); !strings.Contains(out, "-A INPUT -m comment --comment \""+HookComment+"\" -j STEADYSTATE-INPUT\n-A INPUT -p udp") {
+		t.Fatalf("hook is not the first rule of INPUT:\n%s", out)
+	}
+	if out := f.save("filter"); !strings.Contains(out, `--log-prefix "dropped: "`) {
+		t.Fatalf("quoted argument lost:\n%s", out)
+	}
+	f.expectForeign()
+	for obj := range f.table.All(f.db.ReadTxn()) {
+		if obj.Status.Kind != reconciler.StatusKindDone {
+			t.Fatalf("%s: status %v", obj.Key(), obj.Status)
+		}
+	}
+
+	// Change a spec and a priority.
+	ssh2 := ssh.Clone()
+	ssh2.Spec = "-p tcp --dport 2222 -j ACCEPT"
+	web2 := web.Clone()
+	web2.Priority = 5
+	if err := f.write([]*Rule{ssh2, web2}); err != nil {
+		t.Fatal(err)
+	}
+	f.expect("filter", "INPUT", "web", "ssh", "log", "drop-rest")
+	if out := f.save("filter"); !strings.Contains(out, "--dport 2222") || strings.Contains(out, "--dport 22 ") {
+		t.Fatalf("ssh rule not changed:\n%s", out)
+	}
+	f.expectForeign()
+
+	// Drift: delete a rule, add a stray rule to the owned chain, move a
+	// rule (same comment, wrong place) and remove the hook. A full
+	// reconciliation repairs all of it.
+	_, hash, _ := parseRuleComment(argAfter(mustSplit(t, f.save("filter"), "-A STEADYSTATE-INPUT", "drop-rest/"), "--comment"))
+	f.sh("-D", "STEADYSTATE-INPUT", "4") // drop-rest
+	f.sh("-I", "STEADYSTATE-INPUT", "1", "-m", "comment", "--comment", "drop-rest/"+hash, "-j", "DROP")
+	f.sh("-D", "STEADYSTATE-INPUT", "3") // ssh
+	f.sh("-A", "STEADYSTATE-INPUT", "-p", "icmp", "-j", "ACCEPT")
+	f.sh("-D", "INPUT", "-m", "comment", "--comment", HookComment, "-j", "STEADYSTATE-INPUT")
+	if names, hooks := f.names("filter", "INPUT"); !slices.Equal(names, []string{"drop-rest", "web", "log", ""}) || hooks != 0 {
+		t.Fatalf("drift not as planned: %q, %d hooks", names, hooks)
+	}
+	f.r.Prune()
+	f.eventually("drift is repaired", func() bool {
+		names, hooks := f.names("filter", "INPUT")
+		out := f.save("filter")
+		return slices.Equal(names, []string{"web", "ssh", "log", "drop-rest"}) && hooks == 1 &&
+			strings.Contains(out, "--dport 2222") && !strings.Contains(out, "icmp")
+	})
+	f.expectForeign()
+
+	// Delete desired rules: they go; a chain with none left is unhooked
+	// and removed, foreign rules stay.
+	if err := f.write(nil, logd, web2); err != nil {
+		t.Fatal(err)
+	}
+	f.expect("filter", "INPUT", "ssh", "drop-rest")
+	if err := f.write(nil, ssh2, drop, masq); err != nil {
+		t.Fatal(err)
+	}
+	f.expect("filter", "INPUT")
+	f.expect("nat", "POSTROUTING")
+	if out := f.save("filter"); strings.Contains(out, "STEADYSTATE") {
+		t.Fatalf("owned chain or hook left behind:\n%s", out)
+	}
+	f.expectForeign()
+	f.r.Prune()
+	time.Sleep(50 * time.Millisecond)
+	f.expectForeign()
+}
+
+// mustSplit returns the arguments of the first line of out that starts
+// with prefix and contains sub.
+func mustSplit(t *testing.T, out, prefix, sub string) []string {
+	t.Helper()
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, prefix) && strings.Contains(l, sub) {
+			args, err := splitSaveArgs(l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return args
+		}
+	}
+	t.Fatalf("no line %q...%q in\n%s", prefix, sub, out)
+	return nil
+}
+
+// TestBadRuleInBatch: iptables rejects one rule of a round; the others are
+// applied and only that one is in Error.
+func TestBadRuleInBatch(t *testing.T) {
+	f := newFixture(t)
+	rules := []*Rule{
+		filterIn("a", 1, "-p tcp --dport 1 -j ACCEPT"),
+		filterIn("b-bad", 2, "-m nosuchmatch --foo 1 -j ACCEPT"),
+		filterIn("c", 3, "-p tcp --dport 3 -j ACCEPT"),
+		filterIn("d-bad", 4, "-s 10.0.0.999 -j ACCEPT"),
+		filterIn("e", 5, "-p tcp --dport 5 -j ACCEPT"),
+	}
+	err := f.write(rules)
+	if !errors.Is(err, reconciler.ErrNotAllReconciled) {
+		t.Fatalf("WaitUntilReconciled = %v, want ErrNotAllReconciled", err)
+	}
+	f.expect("filter", "INPUT", "a", "c", "e")
+	for obj := range f.table.All(f.db.ReadTxn()) {
+		bad := strings.HasSuffix(obj.Name, "-bad")
+		if bad != (obj.Status.Kind == reconciler.StatusKindError) {
+			t.Errorf("%s: status %v", obj.Key(), obj.Status)
+		}
+	}
+	if obj, _, _ := f.table.Get(f.db.ReadTxn(), KeyIndex.Query("filter/INPUT/b-bad")); !strings.Contains(obj.Status.Error, "nosuchmatch") {
+		t.Errorf("b-bad: error %q does not say what iptables rejected", obj.Status.Error)
+	}
+	// Later rounds in the same chain are not held up by the bad rules, and
+	// fixing one applies it.
+	fixed := filterIn("b-bad", 2, "-p tcp --dport 2 -j ACCEPT")
+	if err := f.write([]*Rule{fixed, filterIn("f", 6, "-j RETURN")}); !errors.Is(err, reconciler.ErrNotAllReconciled) {
+		t.Fatalf("WaitUntilReconciled = %v, want ErrNotAllReconciled (d-bad)", err)
+	}
+	f.expect("filter", "INPUT", "a", "b-bad", "c", "e", "f")
+}
+
+// TestPruneAfterRestart: a new target, as after a restart with a smaller
+// desired state, removes what is no longer desired from its chains and
+// leaves foreign rules alone; a target with another prefix leaves both
+// alone.
+func TestPruneAfterRestart(t *testing.T) {
+	f := newFixture(t)
+	f.addForeign()
+	keep := filterIn("keep", 1, "-j ACCEPT")
+	gone := filterIn("gone", 2, "-j DROP")
+	out := &Rule{Table: "filter", Chain: "OUTPUT", Name: "out", Spec: "-j ACCEPT"}
+	if err := f.write([]*Rule{keep, gone, out}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	desired := func(yield func(*Rule, statedb.Revision) bool) { yield(keep, 1) }
+
+	other, err := NewTarget(TargetConfig{NetNS: f.ns, Rules: f.table, ChainPrefix: "OTHER"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Prune(ctx, nil, desired); err != nil {
+		t.Fatal(err)
+	}
+	f.expect("filter", "INPUT", "keep", "gone")
+
+	restarted, err := NewTarget(TargetConfig{NetNS: f.ns, Rules: f.table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := restarted.Prune(ctx, nil, desired); err != nil {
+		t.Fatal(err)
+	}
+	f.expect("filter", "INPUT", "keep")
+	f.expect("filter", "OUTPUT")
+	f.expectForeign()
+}

@@ -1,0 +1,412 @@
+package iptables
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/steadystate/steadystate/examples/internal/netnsutil"
+	"github.com/steadystate/steadystate/reconciler"
+	"github.com/steadystate/steadystate/statedb"
+)
+
+// Defaults of TargetConfig.
+const (
+	DefaultChainPrefix    = "STEADYSTATE"
+	DefaultRestoreCommand = "iptables-restore"
+	DefaultSaveCommand    = "iptables-save"
+)
+
+// MaxCulpritsPerBatch bounds how many rejected rules one batch singles out
+// (one extra iptables-restore each) before it fails its remaining entries
+// with the error, to be retried.
+const MaxCulpritsPerBatch = 32
+
+// errNoSnapshot is the result of a batch without a ReadTxn.
+var errNoSnapshot = errors.New("iptables target: a ReadTxn of the rules table is required")
+
+// ErrInvalidConfig is wrapped by NewTarget's error for a bad TargetConfig.
+var ErrInvalidConfig = errors.New("invalid iptables target config")
+
+// TargetConfig configures a Target.
+type TargetConfig struct {
+	// NetNS is the network namespace whose rules are managed; "" is the
+	// process's own.
+	NetNS netnsutil.NS
+	// Rules is the table of desired rules (the one the reconciler
+	// reconciles). Required: a batch brings each chain it touches to
+	// its desired content in the snapshot it is given.
+	Rules statedb.Table[*Rule]
+	// ChainPrefix names the target's chains: "<prefix>-<built-in chain>".
+	// Every chain of a table whose name starts with "<prefix>-" belongs to
+	// the target. Default DefaultChainPrefix; at most 16 characters of
+	// A-Z, 0-9, "_" and "-".
+	ChainPrefix string
+	// RestoreCommand and SaveCommand are the programs used. Defaults
+	// DefaultRestoreCommand and DefaultSaveCommand (ip6tables-restore and
+	// ip6tables-save manage IPv6).
+	RestoreCommand, SaveCommand string
+}
+
+// Target applies desired rules with iptables-restore and reads them back
+// with iptables-save. It implements reconciler.Target[*Rule] and
+// reconciler.BatchTarget[*Rule]; operations are serialized.
+type Target struct {
+	ns                  netnsutil.NS
+	rules               statedb.Table[*Rule]
+	prefix              string
+	restoreCmd, saveCmd string
+
+	mu sync.Mutex
+	// rejected holds, by key, the spec hash of rules iptables-restore
+	// rejected. They are left out of batches for other rules (so one bad
+	// rule costs no extra iptables-restore per round) until the rule
+	// changes or is retried on its own.
+	rejected map[string]string
+	// prepared caches the checked and rendered form of each desired
+	// object (objects are immutable), so that a rule is parsed once, not
+	// in every batch that touches its chain. latest holds the object each
+	// key was last prepared from, so replaced versions are dropped.
+	prepared map[*Rule]preparedRule
+	latest   map[string]*Rule
+}
+
+type preparedRule struct {
+	d   desiredRule
+	err error
+}
+
+// prepare returns r checked and rendered (see newDesiredRule), from the
+// cache if r was prepared before. t.mu is held.
+func (t *Target) prepare(r *Rule) (desiredRule, error) {
+	if p, ok := t.prepared[r]; ok {
+		return p.d, p.err
+	}
+	key := r.Key()
+	t.forget(key)
+	d, err := newDesiredRule(r)
+	d.key = key
+	t.prepared[r] = preparedRule{d: d, err: err}
+	t.latest[key] = r
+	return d, err
+}
+
+// forget drops the cached form of key. t.mu is held.
+func (t *Target) forget(key string) {
+	if old, ok := t.latest[key]; ok {
+		delete(t.prepared, old)
+		delete(t.latest, key)
+	}
+}
+
+var (
+	_ reconciler.Target[*Rule]      = (*Target)(nil)
+	_ reconciler.BatchTarget[*Rule] = (*Target)(nil)
+)
+
+var prefixRe = regexp.MustCompile(`^[A-Z0-9_][A-Z0-9_-]{0,15}$`)
+
+// NewTarget returns a target for cfg. It fails (wrapping
+// ErrInvalidConfig) without Rules or with a bad ChainPrefix.
+func NewTarget(cfg TargetConfig) (*Target, error) {
+	if cfg.ChainPrefix == "" {
+		cfg.ChainPrefix = DefaultChainPrefix
+	}
+	if cfg.RestoreCommand == "" {
+		cfg.RestoreCommand = DefaultRestoreCommand
+	}
+	if cfg.SaveCommand == "" {
+		cfg.SaveCommand = DefaultSaveCommand
+	}
+	if cfg.Rules == nil {
+		return nil, fmt.Errorf("%w: Rules is required", ErrInvalidConfig)
+	}
+	if !prefixRe.MatchString(cfg.ChainPrefix) {
+		return nil, fmt.Errorf("%w: ChainPrefix %q must match %s", ErrInvalidConfig, cfg.ChainPrefix, prefixRe)
+	}
+	return &Target{
+		ns: cfg.NetNS, rules: cfg.Rules, prefix: cfg.ChainPrefix,
+		restoreCmd: cfg.RestoreCommand, saveCmd: cfg.SaveCommand,
+		rejected: map[string]string{},
+		prepared: map[*Rule]preparedRule{},
+		latest:   map[string]*Rule{},
+	}, nil
+}
+
+// ChainName returns the name of the target's chain for a built-in chain,
+// e.g. "STEADYSTATE-INPUT".
+func (t *Target) ChainName(builtin string) string { return t.prefix + "-" + builtin }
+
+// Update applies one rule: UpdateBatch with one entry.
+func (t *Target) Update(ctx context.Context, txn statedb.ReadTxn, obj *Rule) error {
+	b := []reconciler.BatchEntry[*Rule]{{Object: obj}}
+	t.UpdateBatch(ctx, txn, b)
+	return b[0].Result
+}
+
+// Delete removes one rule: DeleteBatch with one entry.
+func (t *Target) Delete(ctx context.Context, txn statedb.ReadTxn, obj *Rule) error {
+	b := []reconciler.BatchEntry[*Rule]{{Object: obj}}
+	t.DeleteBatch(ctx, txn, b)
+	return b[0].Result
+}
+
+// UpdateBatch brings every chain that a rule of batch belongs to into its
+// desired state (the rules of that chain in txn, with batch's versions)
+// in one iptables-restore --noflush, creating and hooking the chain as
+// needed. Rules already in place, in order and unchanged, are left alone.
+//
+// Results: an invalid rule gets a terminal error wrapping ErrInvalid. If
+// iptables-restore rejects a rule, the error it reports for that line is
+// pinned on the rule (terminal) and the batch is tried again without it,
+// so that the other rules still get applied. A failure that cannot be
+// pinned on a rule is every remaining entry's (non-terminal) error. txn
+// must be a snapshot of the Rules table (the reconciler passes one);
+// without it every entry fails.
+func (t *Target) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*Rule]) {
+	t.syncBatch(ctx, txn, batch, false)
+}
+
+// DeleteBatch removes the batch's rules by bringing their chains into
+// their desired state (the rules of that chain in txn, without batch's),
+// in one iptables-restore --noflush. A chain left without desired rules is
+// unhooked and deleted. Errors are as for UpdateBatch.
+func (t *Target) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*Rule]) {
+	t.syncBatch(ctx, txn, batch, true)
+}
+
+// chainID names a desired chain: an iptables table and a built-in chain.
+type chainID struct{ table, chain string }
+
+func (t *Target) syncBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*Rule], deleted bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+
+	if txn == nil {
+		// Without the snapshot the other rules of the chains are unknown,
+		// and rewriting the chains would drop them.
+		for i := range batch {
+			batch[i].Result = errNoSnapshot
+		}
+		return
+	}
+	// The batch's objects override the snapshot: they are what the
+	// reconciler asks for.
+	entries := make(map[string]*batchItem, len(batch))
+	chains := map[chainID]int{} // number of entries per chain
+	for i := range batch {
+		e := &batch[i]
+		e.Result = nil
+		d, err := t.prepare(e.Object)
+		if err != nil {
+			if !deleted {
+				e.Result = reconciler.Terminal(err)
+			}
+			continue // an invalid rule was never applied: nothing to delete
+		}
+		entries[d.key] = &batchItem{entry: e, d: d}
+		chains[chainID{e.Object.Table, e.Object.Chain}]++
+		if deleted {
+			t.forget(d.key)
+		}
+	}
+	if len(chains) == 0 {
+		return
+	}
+	// Read the real state while the desired state is worked out.
+	saved := t.saveAsync(ctx, chains)
+	desired := map[chainID][]desiredRule{}
+	for c, n := range chains {
+		desired[c] = t.desiredChain(txn, c, n, entries, deleted)
+	}
+	culprits, err := t.apply(ctx, chains, desired, saved)
+	for key, cerr := range culprits {
+		if it, ok := entries[key]; ok && !deleted {
+			it.entry.Result = reconciler.Terminal(cerr)
+		}
+	}
+	for key, it := range entries {
+		switch {
+		case it.entry.Result != nil:
+		case err != nil:
+			it.entry.Result = err
+		default:
+			delete(t.rejected, key)
+		}
+	}
+}
+
+// batchItem is an entry of the batch being applied.
+type batchItem struct {
+	entry *reconciler.BatchEntry[*Rule]
+	d     desiredRule
+	seen  bool // found in the snapshot
+}
+
+// desiredChain lists the desired rules of chain c in txn, with the n batch
+// entries of c applied over them, in chain order. Invalid rules, and rules
+// rejected before and not in the batch, are left out.
+func (t *Target) desiredChain(txn statedb.ReadTxn, c chainID, n int, entries map[string]*batchItem, deleted bool) []desiredRule {
+	var out []desiredRule
+	for r := range t.rules.Prefix(txn, KeyIndex.Query(c.table+"/"+c.chain+"/")) {
+		d, err := t.prepare(r)
+		if err != nil {
+			continue
+		}
+		if it, ok := entries[d.key]; ok {
+			it.seen = true
+			n--
+			if !deleted {
+				out = append(out, it.d)
+			}
+		} else if t.rejected[d.key] != d.hash {
+			out = append(out, d)
+		}
+	}
+	if !deleted && n > 0 {
+		// Entries that are not in the snapshot (it is older than them).
+		for _, it := range entries {
+			if !it.seen && it.entry.Object.Table == c.table && it.entry.Object.Chain == c.chain {
+				out = append(out, it.d)
+			}
+		}
+	}
+	sortDesired(out)
+	return out
+}
+
+// apply runs the plans of chains in one iptables-restore, leaving out and
+// reporting (in culprits, by key) rules that iptables-restore rejects.
+func (t *Target) apply(ctx context.Context, chains map[chainID]int, desired map[chainID][]desiredRule, saved func() (map[string]*tableState, error)) (culprits map[string]error, err error) {
+	state, err := saved()
+	if err != nil {
+		return nil, err
+	}
+	var plans []*chainPlan
+	for c := range chains {
+		plans = append(plans, &chainPlan{table: c.table, from: c.chain, owned: t.ChainName(c.chain), desired: desired[c]})
+	}
+	sort.Slice(plans, func(i, j int) bool {
+		return plans[i].table < plans[j].table || plans[i].table == plans[j].table && plans[i].from < plans[j].from
+	})
+	culprits = map[string]error{}
+	for {
+		in := buildInput(plans, state)
+		if in.cmds == 0 {
+			return culprits, nil
+		}
+		msg, err := t.restore(ctx, in.buf)
+		if err == nil {
+			return culprits, nil
+		}
+		key := in.rule(errorLine(msg))
+		if key == "" || len(culprits) >= MaxCulpritsPerBatch {
+			return culprits, err
+		}
+		// Leave the rejected rule out and try again; the failed
+		// iptables-restore changed nothing.
+		for _, p := range plans {
+			for i, d := range p.desired {
+				if d.key == key {
+					t.rejected[key] = d.hash
+					p.desired = append(p.desired[:i:i], p.desired[i+1:]...)
+					break
+				}
+			}
+		}
+		culprits[key] = fmt.Errorf("iptables rejected rule %s: %s", key, msg)
+	}
+}
+
+// buildInput renders the plans as iptables-restore input, one section per
+// table.
+func buildInput(plans []*chainPlan, state map[string]*tableState) *restoreInput {
+	size, lines := 0, 0
+	for _, p := range plans {
+		for _, d := range p.desired {
+			size += len(d.args) + len(d.name) + 64
+		}
+		lines += len(p.desired) + 8
+	}
+	in := &restoreInput{buf: make([]byte, 0, size), ruleAt: make([]string, 0, lines)}
+	for i := 0; i < len(plans); {
+		j := i
+		for j < len(plans) && plans[j].table == plans[i].table {
+			j++
+		}
+		st := state[plans[i].table]
+		in.add("", "*", plans[i].table)
+		for _, p := range plans[i:j] {
+			p.declare(in, st)
+		}
+		for _, p := range plans[i:j] {
+			p.commands(in, st)
+		}
+		in.add("", "COMMIT")
+		i = j
+	}
+	return in
+}
+
+// Prune removes from the target's chains every rule whose name is not
+// desired (and rules without the target's comment, and duplicates), and
+// unhooks and deletes each of its chains that has no desired rule; all in
+// one iptables-restore. It adds and reorders nothing: the refresh of the
+// full reconciliation that follows does that. Rules outside its chains
+// are never touched, except its own hooks.
+func (t *Target) Prune(ctx context.Context, _ statedb.ReadTxn, desired iter.Seq2[*Rule, statedb.Revision]) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out, err := t.run(ctx, nil, t.saveCmd)
+	if err != nil {
+		return err
+	}
+	state, err := parseSave(out, t.prefix)
+	if err != nil {
+		return err
+	}
+	want := map[string][]desiredRule{} // by table + " " + owned chain
+	keys := map[string]bool{}
+	for r := range desired {
+		keys[r.Key()] = true
+		if _, ok := builtinChains[r.Table]; ok && validName(r.Name) == "" {
+			k := r.Table + " " + t.ChainName(r.Chain)
+			want[k] = append(want[k], desiredRule{key: r.Key(), name: r.Name})
+		}
+	}
+	for key := range t.latest {
+		if !keys[key] {
+			t.forget(key)
+		}
+	}
+	var plans []*chainPlan
+	for tbl, st := range state {
+		owned := map[string]bool{}
+		for c := range st.chains {
+			if strings.HasPrefix(c, t.prefix+"-") {
+				owned[c] = true
+			}
+		}
+		for hk := range st.hooks {
+			owned[hk.To] = true
+		}
+		for c := range owned {
+			from := strings.TrimPrefix(c, t.prefix+"-")
+			plans = append(plans, &chainPlan{table: tbl, from: from, owned: c, desired: want[tbl+" "+c], pruneOnly: true})
+		}
+	}
+	sort.Slice(plans, func(i, j int) bool {
+		return plans[i].table < plans[j].table || plans[i].table == plans[j].table && plans[i].owned < plans[j].owned
+	})
+	in := buildInput(plans, state)
+	if in.cmds == 0 {
+		return nil
+	}
+	_, err = t.restore(ctx, in.buf)
+	return err
+}

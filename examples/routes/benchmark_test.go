@@ -1,0 +1,165 @@
+package routes
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/steadystate/steadystate/examples/internal/netnsutil"
+	"github.com/steadystate/steadystate/reconciler"
+	"github.com/steadystate/steadystate/statedb"
+)
+
+// benchRoutes is the number of routes of BenchmarkApply.
+const benchRoutes = 10_000
+
+// benchPrefixes returns n distinct /24 prefixes, 10.x.y.0/24.
+func benchPrefixes(n int) []netip.Prefix {
+	out := make([]netip.Prefix, n)
+	for i := range out {
+		out[i] = netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 0}), 24)
+	}
+	return out
+}
+
+// BenchmarkApply installs 10k blackhole routes into a fresh namespace, in
+// two ways, each sub-benchmark timing only the installation (creating and
+// deleting the namespace is outside the timer):
+//
+//   - impl=reconciler: insert 10k Route objects into a routes table in one
+//     transaction and wait until the reconciler, applying them with the
+//     Target, has them all Done.
+//   - impl=ip-batch: the baseline, `ip -batch FILE` with the same 10k
+//     `route add blackhole ... proto 254` lines, run in the namespace.
+//
+// Both report seconds per 10k and objects/sec; impl=reconciler also
+// reports x-ip-batch, its time as a multiple of the baseline's measured
+// just before it (when both run).
+func BenchmarkApply(b *testing.B) {
+	netnsutil.RequireRoot(b)
+	prefixes := benchPrefixes(benchRoutes)
+
+	// The baseline runs first, so that the reconciler can report its
+	// time as a multiple of the baseline's in the same run.
+	var baseline float64
+	b.Run("impl=ip-batch", func(b *testing.B) {
+		var sb strings.Builder
+		for _, p := range prefixes {
+			fmt.Fprintf(&sb, "route add blackhole %s proto %d\n", p, DefaultProtocol)
+		}
+		file := filepath.Join(b.TempDir(), "routes.batch")
+		if err := os.WriteFile(file, []byte(sb.String()), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			b.StopTimer()
+			ns, del, err := netnsutil.NewNamed(fmt.Sprintf("ss-bench-%d", os.Getpid()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			if _, err := ns.Command("ip", "-batch", file); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			if err := del(); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+		baseline = reportApply(b)
+	})
+
+	b.Run("impl=reconciler", func(b *testing.B) {
+		routes := make([]*Route, len(prefixes))
+		for i, p := range prefixes {
+			routes[i] = &Route{Prefix: p, Type: TypeBlackhole}
+		}
+		for b.Loop() {
+			b.StopTimer()
+			ns, del, err := netnsutil.NewNamed(fmt.Sprintf("ss-bench-%d", os.Getpid()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			applyWithReconciler(b, ns, routes)
+			b.StopTimer()
+			if err := del(); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+		if secs := reportApply(b); baseline > 0 {
+			b.ReportMetric(secs/baseline, "x-ip-batch")
+		}
+	})
+}
+
+// reportApply reports seconds per 10k routes and objects/sec, and returns
+// the former.
+func reportApply(b *testing.B) float64 {
+	secs := b.Elapsed().Seconds() / float64(b.N)
+	b.ReportMetric(secs, "sec/10k")
+	b.ReportMetric(benchRoutes/secs, "objects/sec")
+	return secs
+}
+
+// applyWithReconciler sets up a table, a target and a running reconciler
+// in ns (untimed), then times inserting routes until all are reconciled.
+// It returns with the timer stopped.
+func applyWithReconciler(b *testing.B, ns netnsutil.NS, routes []*Route) {
+	db := statedb.New()
+	table, err := NewTable(db)
+	if err != nil {
+		b.Fatal(err)
+	}
+	target, err := NewTarget(TargetConfig{NetNS: ns})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer target.Close()
+	r, err := reconciler.New(db, ReconcilerConfig(table, target))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); r.Run(ctx) }()
+	defer func() { cancel(); wg.Wait() }()
+
+	b.StartTimer()
+	wtxn := db.WriteTxn(table)
+	for _, rt := range routes {
+		if _, _, err := table.Insert(wtxn, rt.Clone().SetStatus(reconciler.StatusPending())); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rev := table.Revision(wtxn.Commit())
+	if _, err := r.WaitUntilReconciled(ctx, rev); err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	if n := countDone(db, table); n != len(routes) {
+		b.Fatalf("%d of %d routes Done", n, len(routes))
+	}
+	out, err := ns.Command("ip", "route", "show", "proto", fmt.Sprint(DefaultProtocol))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if n := strings.Count(string(out), "\n"); n != len(routes) {
+		b.Fatalf("%d of %d routes in the kernel", n, len(routes))
+	}
+}
+
+func countDone(db *statedb.DB, table statedb.Table[*Route]) int {
+	n := 0
+	for range table.List(db.ReadTxn(), StatusIndex.Query(reconciler.StatusKindDone)) {
+		n++
+	}
+	return n
+}

@@ -1,0 +1,43 @@
+// Package routes keeps kernel routes in line with a desired set of Route
+// objects: a statedb table (TableName, PrimaryIndex) and a reconciler
+// Target that speaks rtnetlink (through github.com/vishvananda/netlink) in
+// one network namespace.
+//
+// Wiring, without hive:
+//
+//	db := statedb.New()
+//	table, _ := routes.NewTable(db)
+//	target, _ := routes.NewTarget(routes.TargetConfig{NetNS: ns})
+//	defer target.Close()
+//	r, _ := reconciler.New(db, routes.ReconcilerConfig(table, target))
+//	go r.Run(ctx)
+//	// writers insert Route objects with reconciler.StatusPending()
+//
+// # Identity
+//
+// The kernel identifies a route by its table, prefix and metric (and TOS,
+// which is always 0 here); RouteKey is that identity and the primary index
+// is unique on it. Table 0 is read as the main table (254) and, for IPv6,
+// metric 0 as 1024, as the kernel reads them, so two spellings of one
+// kernel route are one object. A change of next hop, device or type keeps
+// the identity (the route is replaced); a change of table, prefix or metric
+// is another route (delete the old object and insert the new one).
+//
+// # Ownership
+//
+// Every route the target installs carries its protocol number
+// (TargetConfig.Protocol, default DefaultProtocol). The target never
+// changes or deletes a route of another protocol: Update refuses with
+// ErrForeignRoute when another protocol's route has the identity, Delete
+// and Prune delete only routes of its protocol. Two programs (or two
+// agents) must therefore not share a protocol number.
+//
+// # Errors
+//
+// A Route that fails Validate is a terminal error: it is not retried until
+// it changes. Every kernel error is retried with the reconciler's backoff,
+// because each can go away by itself: an unknown device (ENODEV,
+// ErrDeviceNotFound) may appear, an unreachable next hop (ENETUNREACH) may
+// become reachable when an address is added, a foreign route may be
+// removed.
+package routes

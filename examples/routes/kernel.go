@@ -1,0 +1,352 @@
+package routes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/steadystate/steadystate/reconciler"
+	"github.com/steadystate/steadystate/statedb"
+)
+
+// This file holds the target's batch operations and its reads of the
+// kernel. Every function here runs with t.mu held and the target open.
+
+// UpdateBatch applies a round of routes (see Update for one). Every route
+// is first added exclusively (NLM_F_EXCL), all in one pipeline run: for
+// new routes that is all there is to do. Only for the routes whose
+// identity is taken does it list their tables, once per table and family
+// for the whole batch, to see whose route it is: the target's own is
+// replaced if it differs, another protocol's fails the entry with
+// ErrForeignRoute.
+func (t *Target) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*Route]) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.h == nil {
+		failAll(batch, ErrTargetClosed)
+		return
+	}
+	devs := map[string]int{} // device indexes, looked up once per batch
+	ops := make([]routeOp, 0, len(batch))
+	entry := make([]int, 0, len(batch)) // ops[j] is for batch[entry[j]]
+	for i := range batch {
+		e := &batch[i]
+		e.Result = nil
+		if err := ctx.Err(); err != nil {
+			e.Result = err
+			continue
+		}
+		if err := e.Object.Validate(); err != nil {
+			e.Result = reconciler.Terminal(err)
+			continue
+		}
+		kr, err := t.kroute(e.Object, devs)
+		if err != nil {
+			e.Result = err
+			continue
+		}
+		ops = append(ops, routeOp{kind: opAdd, route: kr})
+		entry = append(entry, i)
+	}
+	t.p.run(ops, t.proto)
+
+	var taken []int // indexes into ops
+	for j := range ops {
+		switch err := ops[j].err; {
+		case err == nil:
+		case errors.Is(err, unix.EEXIST):
+			taken = append(taken, j)
+		default:
+			batch[entry[j]].Result = kernelError("adding", batch[entry[j]].Object, err)
+		}
+	}
+	if len(taken) == 0 {
+		return
+	}
+	keys := make([]RouteKey, len(taken))
+	for n, j := range taken {
+		keys[n] = ops[j].route.key
+	}
+	current, lookupErr := t.lookup(keys)
+	var replace []routeOp
+	var replaceOf []int // replace[n] is for ops[replaceOf[n]]
+	for _, j := range taken {
+		e := &batch[entry[j]]
+		if lookupErr != nil {
+			e.Result = fmt.Errorf("route %s exists; listing routes to see whose: %w", e.Object, lookupErr)
+			continue
+		}
+		cur, found := current[ops[j].route.key]
+		switch {
+		case found && int(cur.Protocol) != t.proto:
+			e.Result = fmt.Errorf("route %s: %w (protocol %s, not %d); remove it or change the desired route's table or metric",
+				e.Object, ErrForeignRoute, cur.Protocol, t.proto)
+		case found && sameRoute(cur, &ops[j].route):
+			// Already as desired: read before write.
+		default:
+			// Ours and different, or gone since the add: replace.
+			replace = append(replace, routeOp{kind: opReplace, route: ops[j].route})
+			replaceOf = append(replaceOf, j)
+		}
+	}
+	t.p.run(replace, t.proto)
+	for n, j := range replaceOf {
+		if err := replace[n].err; err != nil {
+			batch[entry[j]].Result = kernelError("replacing", batch[entry[j]].Object, err)
+		}
+	}
+}
+
+// DeleteBatch deletes a round of routes (see Delete for one). A delete
+// names the route's identity and the target's protocol, so the kernel
+// itself refuses to delete another protocol's route. IPv4 metric 0 is the
+// exception: the kernel reads it as "any metric", so those routes are
+// looked up first, lest a delete of metric 0 remove the target's route
+// with another metric.
+func (t *Target) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*Route]) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.h == nil {
+		failAll(batch, ErrTargetClosed)
+		return
+	}
+	var ambiguous []int
+	var ambiguousKeys []RouteKey
+	for i := range batch {
+		e := &batch[i]
+		e.Result = nil
+		if !e.Object.validIdentity() {
+			continue // never installed: the kernel would have refused it
+		}
+		if k := e.Object.Key(); k.Prefix.Addr().Is4() && k.Metric == 0 {
+			ambiguous = append(ambiguous, i)
+			ambiguousKeys = append(ambiguousKeys, k)
+		}
+	}
+	var current map[RouteKey]netlink.Route
+	var lookupErr error
+	if len(ambiguous) > 0 {
+		current, lookupErr = t.lookup(ambiguousKeys)
+	}
+
+	ops := make([]routeOp, 0, len(batch))
+	entry := make([]int, 0, len(batch))
+	for i := range batch {
+		e := &batch[i]
+		if err := ctx.Err(); err != nil {
+			e.Result = err
+			continue
+		}
+		if !e.Object.validIdentity() {
+			continue
+		}
+		k := e.Object.Key()
+		if k.Prefix.Addr().Is4() && k.Metric == 0 {
+			if lookupErr != nil {
+				e.Result = fmt.Errorf("deleting route %s: listing routes: %w", e.Object, lookupErr)
+				continue
+			}
+			if cur, ok := current[k]; !ok || int(cur.Protocol) != t.proto {
+				continue // none of ours with metric 0
+			}
+		}
+		ops = append(ops, routeOp{kind: opDelete, route: kroute{key: k}})
+		entry = append(entry, i)
+	}
+	t.p.run(ops, t.proto)
+	for j := range ops {
+		if err := ops[j].err; err != nil && !isGone(err) {
+			batch[entry[j]].Result = kernelError("deleting", batch[entry[j]].Object, err)
+		}
+	}
+}
+
+// isGone reports whether err is the kernel's answer to deleting a route
+// that does not exist (or not with the target's protocol).
+func isGone(err error) bool {
+	return errors.Is(err, unix.ESRCH) || errors.Is(err, unix.ENOENT)
+}
+
+// validIdentity reports whether r's table, prefix and metric could be those
+// of a route in the kernel.
+func (r *Route) validIdentity() bool {
+	p := r.Prefix
+	return p.IsValid() && p.Masked() == p && r.Table >= 0 && r.Table <= math.MaxUint32 &&
+		r.Metric >= 0 && r.Metric <= math.MaxUint32
+}
+
+func failAll(batch []reconciler.BatchEntry[*Route], err error) {
+	for i := range batch {
+		batch[i].Result = err
+	}
+}
+
+// kroute returns r as the target installs it. Like `ip route`, it gives a
+// unicast route without a next hop the link scope.
+func (t *Target) kroute(r *Route, devs map[string]int) (kroute, error) {
+	kr := kroute{key: r.Key(), typ: rtnType(r.Type), via: r.Via, scope: unix.RT_SCOPE_UNIVERSE}
+	if r.Type == TypeUnicast && !r.Via.IsValid() {
+		kr.scope = unix.RT_SCOPE_LINK
+	}
+	if r.Dev != "" {
+		idx, ok := devs[r.Dev]
+		if !ok {
+			link, err := t.h.LinkByName(r.Dev)
+			var notFound netlink.LinkNotFoundError
+			switch {
+			case errors.As(err, &notFound):
+				idx = -1
+			case err != nil:
+				return kr, fmt.Errorf("route %s: looking up device %q: %w", r, r.Dev, err)
+			default:
+				idx = link.Attrs().Index
+			}
+			devs[r.Dev] = idx
+		}
+		if idx < 0 {
+			return kr, fmt.Errorf("route %s: %w: %q (the route applies once it exists)", r, ErrDeviceNotFound, r.Dev)
+		}
+		kr.oif = idx
+	}
+	return kr, nil
+}
+
+// rtnType is the kernel's route type (RTN_*) of a Route's Type.
+func rtnType(typ string) uint8 {
+	switch typ {
+	case TypeBlackhole:
+		return unix.RTN_BLACKHOLE
+	case TypeUnreachable:
+		return unix.RTN_UNREACHABLE
+	case TypeProhibit:
+		return unix.RTN_PROHIBIT
+	default:
+		return unix.RTN_UNICAST
+	}
+}
+
+// sameRoute reports whether the kernel's route cur is what want would
+// install. A device that want leaves to the kernel is not compared.
+func sameRoute(cur netlink.Route, want *kroute) bool {
+	if cur.Type != int(want.typ) {
+		return false
+	}
+	if want.typ != unix.RTN_UNICAST {
+		return true
+	}
+	if len(cur.MultiPath) > 0 {
+		return false
+	}
+	if gw, _ := netip.AddrFromSlice(cur.Gw); gw.Unmap() != want.via {
+		return false
+	}
+	return want.oif == 0 || cur.LinkIndex == want.oif
+}
+
+// kernelRoute is a route listed from the kernel, with its identity.
+type kernelRoute struct {
+	netlink.Route
+	key RouteKey
+}
+
+// maxDumpAttempts bounds the retries of a route listing that the kernel
+// interrupted because the routes changed meanwhile.
+const maxDumpAttempts = 3
+
+// dump lists the routes of family that match filter (see
+// netlink.RouteListFilteredIter; with strict checking the kernel filters by
+// table and protocol). Routes with a TOS other than 0 are left out: a Route
+// never has one, so they never share its identity.
+func (t *Target) dump(family int, filter *netlink.Route, mask uint64) ([]kernelRoute, error) {
+	var routes []kernelRoute
+	var err error
+	for range maxDumpAttempts {
+		routes = routes[:0]
+		err = t.h.RouteListFilteredIter(family, filter, mask, func(nr netlink.Route) bool {
+			if k, ok := kernelKey(nr); ok {
+				routes = append(routes, kernelRoute{Route: nr, key: k})
+			}
+			return true
+		})
+		if !errors.Is(err, netlink.ErrDumpInterrupted) {
+			break
+		}
+	}
+	return routes, err
+}
+
+// lookup returns the kernel's routes with the given identities, listing
+// each table of each family involved once.
+func (t *Target) lookup(keys []RouteKey) (map[RouteKey]netlink.Route, error) {
+	type tableOf struct {
+		family int
+		table  uint32
+	}
+	want := make(map[RouteKey]struct{}, len(keys))
+	var tables []tableOf
+	seen := map[tableOf]bool{}
+	for _, k := range keys {
+		want[k] = struct{}{}
+		tf := tableOf{netlink.FAMILY_V4, k.Table}
+		if k.Prefix.Addr().Is6() {
+			tf.family = netlink.FAMILY_V6
+		}
+		if !seen[tf] {
+			seen[tf] = true
+			tables = append(tables, tf)
+		}
+	}
+	found := make(map[RouteKey]netlink.Route, len(keys))
+	for _, tf := range tables {
+		routes, err := t.dump(tf.family, &netlink.Route{Table: int(tf.table)}, netlink.RT_FILTER_TABLE)
+		if err != nil {
+			return nil, err
+		}
+		for _, kr := range routes {
+			if _, ok := want[kr.key]; ok {
+				found[kr.key] = kr.Route
+			}
+		}
+	}
+	return found, nil
+}
+
+// kernelKey returns the identity of a listed route; ok is false for a route
+// that no Route can have (a TOS, an unknown family).
+func kernelKey(nr netlink.Route) (k RouteKey, ok bool) {
+	if nr.Tos != 0 {
+		return k, false
+	}
+	var a netip.Addr
+	bits := 0
+	switch nr.Family {
+	case netlink.FAMILY_V4:
+		a = netip.IPv4Unspecified()
+	case netlink.FAMILY_V6:
+		a = netip.IPv6Unspecified()
+	default:
+		return k, false
+	}
+	if nr.Dst != nil {
+		var good bool
+		if a.Is4() {
+			a, good = netip.AddrFromSlice(nr.Dst.IP.To4())
+		} else {
+			a, good = netip.AddrFromSlice(nr.Dst.IP.To16())
+		}
+		if !good {
+			return k, false
+		}
+		bits, _ = nr.Dst.Mask.Size()
+	}
+	p := netip.PrefixFrom(a, bits)
+	if !p.IsValid() {
+		return k, false
+	}
+	return RouteKey{Table: uint32(nr.Table), Prefix: p.Masked(), Metric: uint32(nr.Priority)}, true
+}

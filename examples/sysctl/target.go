@@ -1,0 +1,221 @@
+package sysctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"iter"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/steadystate/steadystate/examples/internal/netnsutil"
+	"github.com/steadystate/steadystate/reconciler"
+	"github.com/steadystate/steadystate/statedb"
+)
+
+// DefaultProcSysRoot is where the kernel exposes its sysctls.
+const DefaultProcSysRoot = "/proc/sys"
+
+// TargetConfig configures a Target. The zero value manages /proc/sys of the
+// process's own network namespace.
+type TargetConfig struct {
+	// ProcSysRoot is the directory that holds the sysctl tree. Default
+	// DefaultProcSysRoot; tests point it at a temporary directory.
+	ProcSysRoot string
+	// NetNS is the network namespace whose net.* sysctls are managed.
+	// "" is the process's own.
+	NetNS netnsutil.NS
+}
+
+// Target writes desired sysctls to the sysctl tree. It implements
+// reconciler.Target[*Sysctl] and is safe for concurrent use.
+type Target struct {
+	root string
+	ns   netnsutil.NS
+
+	// writeFile writes one key; a field so that tests can count writes.
+	writeFile func(path, value string) error
+
+	mu sync.Mutex
+	// original holds, per name, the value found before the target's first
+	// change of that key. An entry exists exactly while the key carries a
+	// value the target wrote.
+	original map[string]string
+}
+
+var _ reconciler.Target[*Sysctl] = (*Target)(nil)
+
+// NewTarget returns a target for cfg.
+func NewTarget(cfg TargetConfig) *Target {
+	if cfg.ProcSysRoot == "" {
+		cfg.ProcSysRoot = DefaultProcSysRoot
+	}
+	return &Target{
+		root:      cfg.ProcSysRoot,
+		ns:        cfg.NetNS,
+		writeFile: writeKey,
+		original:  map[string]string{},
+	}
+}
+
+// Update writes obj's value unless the key already has it (compared with
+// normalized whitespace). Before the first change of a key it records the
+// current value, for Delete and Prune to restore. An invalid object, an
+// unknown key, a read-only key and a value the kernel rejects are terminal
+// errors (reconciler.Terminal); other I/O errors are returned as they are
+// and retried.
+func (t *Target) Update(ctx context.Context, _ statedb.ReadTxn, obj *Sysctl) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := obj.Validate(); err != nil {
+		return reconciler.Terminal(err)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.set(obj.Name, obj.Value, true)
+}
+
+// Delete restores the value found before the target's first change of the
+// key, if it changed it, and forgets that value. A key the target never
+// changed is left alone. Errors are those of Update; an unknown key is not
+// an error (there is nothing to restore).
+func (t *Target) Delete(ctx context.Context, _ statedb.ReadTxn, obj *Sysctl) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.restore(obj.Name)
+}
+
+// Prune restores the original value of every key the target changed that
+// is not in desired. Keys it never changed are never touched. The error
+// joins the failures of the individual keys.
+func (t *Target) Prune(ctx context.Context, _ statedb.ReadTxn, desired iter.Seq2[*Sysctl, statedb.Revision]) error {
+	want := map[string]struct{}{}
+	for obj := range desired {
+		want[obj.Name] = struct{}{}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var stale []string
+	for name := range t.original {
+		if _, ok := want[name]; !ok {
+			stale = append(stale, name)
+		}
+	}
+	sort.Strings(stale)
+	var errs []error
+	for _, name := range stale {
+		if err := ctx.Err(); err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+		errs = append(errs, t.restore(name))
+	}
+	return errors.Join(errs...)
+}
+
+// Originals returns a copy of the recorded original values of the keys the
+// target has changed, by name: what Delete and Prune would restore.
+func (t *Target) Originals() map[string]string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m := make(map[string]string, len(t.original))
+	for k, v := range t.original {
+		m[k] = v
+	}
+	return m
+}
+
+// restore writes back the original value of name, if recorded, and
+// forgets it. t.mu is held.
+func (t *Target) restore(name string) error {
+	orig, ok := t.original[name]
+	if !ok {
+		return nil
+	}
+	err := t.set(name, orig, false)
+	if err == nil || errors.Is(err, errUnknownKey) {
+		// Gone keys (an interface that was removed) have nothing left to
+		// restore.
+		delete(t.original, name)
+		return nil
+	}
+	return err
+}
+
+var errUnknownKey = errors.New("unknown sysctl")
+
+// set writes value to name unless it is there already. With record, the
+// value found before the first change is kept in t.original. t.mu is held.
+func (t *Target) set(name, value string, record bool) error {
+	rel, err := keyPath(name)
+	if err != nil {
+		return reconciler.Terminal(err)
+	}
+	path := filepath.Join(t.root, rel)
+	return t.ns.Do(func() error {
+		cur, readable, err := readKey(path)
+		if err != nil {
+			return classify(name, "reading", path, err)
+		}
+		if readable && normalize(cur) == normalize(value) {
+			return nil
+		}
+		if err := t.writeFile(path, value); err != nil {
+			return classify(name, "writing", path, err)
+		}
+		if _, seen := t.original[name]; record && readable && !seen {
+			t.original[name] = strings.TrimRight(cur, "\n")
+		}
+		return nil
+	})
+}
+
+// readKey reads a key. A write-only key (such as net.ipv4.route.flush)
+// yields readable=false and no error: it is written every time and its
+// value cannot be restored.
+func readKey(path string) (value string, readable bool, err error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrPermission) {
+		if _, serr := os.Stat(path); serr == nil {
+			return "", false, nil
+		}
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return string(b), true, nil
+}
+
+// writeKey writes one key in a single write(2), as the kernel expects.
+func writeKey(path, value string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(value + "\n")
+	return errors.Join(err, f.Close())
+}
+
+// classify turns an I/O error into a clear error on the object, terminal
+// when retrying cannot help.
+func classify(name, op, path string, err error) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return reconciler.Terminal(fmt.Errorf("sysctl %s: %w: %s does not exist", name, errUnknownKey, path))
+	case errors.Is(err, syscall.EISDIR):
+		return reconciler.Terminal(fmt.Errorf("sysctl %s: %w: %s is a directory, not a key", name, errUnknownKey, path))
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
+		return reconciler.Terminal(fmt.Errorf("sysctl %s is read-only: %s %s: %w", name, op, path, err))
+	case errors.Is(err, syscall.EINVAL), errors.Is(err, syscall.ERANGE):
+		return reconciler.Terminal(fmt.Errorf("sysctl %s: the kernel rejected the value: %w", name, err))
+	}
+	return fmt.Errorf("sysctl %s: %s %s: %w", name, op, path, err)
+}

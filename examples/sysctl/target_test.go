@@ -1,0 +1,161 @@
+package sysctl
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/steadystate/steadystate/reconciler"
+	"github.com/steadystate/steadystate/statedb"
+)
+
+// fakeRoot makes a sysctl tree in a temporary directory with the given
+// keys and returns a target on it that counts its writes.
+func fakeRoot(t *testing.T, keys map[string]string) (*Target, string, *int) {
+	t.Helper()
+	root := t.TempDir()
+	for name, v := range keys {
+		rel, err := keyPath(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tg := NewTarget(TargetConfig{ProcSysRoot: root})
+	writes := new(int)
+	tg.writeFile = func(path, value string) error { *writes++; return writeKey(path, value) }
+	return tg, root, writes
+}
+
+func readFake(t *testing.T, root, name string) string {
+	t.Helper()
+	rel, _ := keyPath(name)
+	b, err := os.ReadFile(filepath.Join(root, rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestNewTargetDefaults(t *testing.T) {
+	if tg := NewTarget(TargetConfig{}); tg.root != DefaultProcSysRoot || tg.ns != "" {
+		t.Errorf("defaults: root %q ns %q", tg.root, tg.ns)
+	}
+}
+
+func TestUpdateSkipsNoopAndDeleteRestores(t *testing.T) {
+	ctx := context.Background()
+	tg, root, writes := fakeRoot(t, map[string]string{
+		"net.ipv4.ip_forward": "0",
+		"net.ipv4.tcp_rmem":   "4096\t87380\t6291456",
+	})
+
+	// Already at the desired value (whitespace differs): no write.
+	if err := tg.Update(ctx, nil, &Sysctl{Name: "net.ipv4.tcp_rmem", Value: "4096 87380  6291456"}); err != nil {
+		t.Fatal(err)
+	}
+	if *writes != 0 {
+		t.Fatalf("%d writes for a value that was already set", *writes)
+	}
+	// A change writes once, records the original, and repeating it is a
+	// no-op.
+	for range 3 {
+		if err := tg.Update(ctx, nil, &Sysctl{Name: "net.ipv4.ip_forward", Value: "1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if *writes != 1 || readFake(t, root, "net.ipv4.ip_forward") != "1\n" {
+		t.Fatalf("writes=%d value=%q, want 1 write of 1", *writes, readFake(t, root, "net.ipv4.ip_forward"))
+	}
+	// A second change keeps the first original.
+	if err := tg.Update(ctx, nil, &Sysctl{Name: "net.ipv4.ip_forward", Value: "2"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := tg.Originals(); len(got) != 1 || got["net.ipv4.ip_forward"] != "0" {
+		t.Fatalf("originals = %q", got)
+	}
+	// Delete restores the value found before the first change, once.
+	if err := tg.Delete(ctx, nil, &Sysctl{Name: "net.ipv4.ip_forward", Value: "2"}); err != nil {
+		t.Fatal(err)
+	}
+	if v := readFake(t, root, "net.ipv4.ip_forward"); normalize(v) != "0" {
+		t.Fatalf("after Delete value = %q, want 0", v)
+	}
+	if len(tg.Originals()) != 0 {
+		t.Fatalf("original not forgotten: %v", tg.Originals())
+	}
+	// Deleting a key it never changed touches nothing.
+	n := *writes
+	if err := tg.Delete(ctx, nil, &Sysctl{Name: "net.ipv4.tcp_rmem", Value: "1 2 3"}); err != nil {
+		t.Fatal(err)
+	}
+	if *writes != n {
+		t.Fatalf("Delete of an unchanged key wrote")
+	}
+}
+
+func TestUpdateErrors(t *testing.T) {
+	ctx := context.Background()
+	tg, _, _ := fakeRoot(t, map[string]string{"net.ipv4.ip_forward": "0"})
+	tests := []struct {
+		obj  *Sysctl
+		want error
+	}{
+		{&Sysctl{Name: "net.ipv4.no_such_key", Value: "1"}, errUnknownKey},
+		{&Sysctl{Name: "net.ipv4", Value: "1"}, errUnknownKey}, // a directory
+		{&Sysctl{Name: "net/../../etc/passwd", Value: "1"}, ErrInvalid},
+		{&Sysctl{Name: "net.ipv4.ip_forward", Value: "1\n2"}, ErrInvalid},
+	}
+	for _, tt := range tests {
+		err := tg.Update(ctx, nil, tt.obj)
+		if !errors.Is(err, tt.want) || !reconciler.IsTerminal(err) {
+			t.Errorf("Update(%v) = %v, want a terminal error wrapping %v", tt.obj, err, tt.want)
+		}
+	}
+	if len(tg.Originals()) != 0 {
+		t.Errorf("failed updates recorded originals: %v", tg.Originals())
+	}
+}
+
+func TestPruneRestoresOnlyWhatItChanged(t *testing.T) {
+	ctx := context.Background()
+	tg, root, writes := fakeRoot(t, map[string]string{"a.x": "0", "a.y": "0", "a.z": "7"})
+	for _, s := range []*Sysctl{{Name: "a.x", Value: "1"}, {Name: "a.y", Value: "1"}} {
+		if err := tg.Update(ctx, nil, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Someone else sets a.z; the target never changed it.
+	os.WriteFile(filepath.Join(root, "a/z"), []byte("9\n"), 0o644)
+	desired := func(yield func(*Sysctl, statedb.Revision) bool) { yield(&Sysctl{Name: "a.x", Value: "1"}, 1) }
+	if err := tg.Prune(ctx, nil, desired); err != nil {
+		t.Fatal(err)
+	}
+	if x, y, z := readFake(t, root, "a.x"), readFake(t, root, "a.y"), readFake(t, root, "a.z"); x != "1\n" || y != "0\n" || z != "9\n" {
+		t.Fatalf("after Prune a.x=%q a.y=%q a.z=%q, want 1, 0 (restored), 9 (untouched)", x, y, z)
+	}
+	if *writes != 3 {
+		t.Fatalf("writes = %d, want 3", *writes)
+	}
+	// A second Prune does nothing.
+	if err := tg.Prune(ctx, nil, desired); err != nil || *writes != 3 {
+		t.Fatalf("second Prune: err=%v writes=%d", err, *writes)
+	}
+}
+
+func TestCancelledContext(t *testing.T) {
+	tg, _, writes := fakeRoot(t, map[string]string{"a.x": "0"})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := tg.Update(ctx, nil, &Sysctl{Name: "a.x", Value: "1"}); !errors.Is(err, context.Canceled) || *writes != 0 {
+		t.Fatalf("Update with a cancelled context = %v (writes %d)", err, *writes)
+	}
+}
