@@ -1,0 +1,273 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/steadystate/steadystate/examples/internal/netnsutil"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// agentProc is a running agent binary started by a test.
+type agentProc struct {
+	t      *testing.T
+	bin    string
+	socket string
+	cmd    *exec.Cmd
+	out    *syncBuffer
+	ns     netnsutil.NS
+}
+
+// buildAgent builds the agent binary once per test run.
+func buildAgent(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "agent")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func startAgent(t *testing.T, bin, desired string) *agentProc {
+	t.Helper()
+	a := &agentProc{t: t, bin: bin, socket: filepath.Join(t.TempDir(), "agent.sock"), out: &syncBuffer{}}
+	a.cmd = exec.Command(bin, "run", "--desired", desired, "--socket", a.socket, "--reload-interval", "100ms")
+	a.cmd.Stdout, a.cmd.Stderr = a.out, a.out
+	if err := a.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	a.ns = netnsutil.NS(fmt.Sprintf("/var/run/netns/steadystate-agent-%d", a.cmd.Process.Pid))
+	t.Cleanup(func() {
+		if a.cmd.ProcessState == nil {
+			a.cmd.Process.Kill()
+			a.cmd.Wait()
+		}
+		if t.Failed() {
+			t.Logf("agent output:\n%s", a.out.String())
+		}
+	})
+	return a
+}
+
+// cli runs an agent client command against the running agent.
+func (a *agentProc) cli(args ...string) (string, error) {
+	args = append(args, "--socket", a.socket)
+	out, err := exec.Command(a.bin, args...).CombinedOutput()
+	return string(out), err
+}
+
+func (a *agentProc) status() (*statusReport, error) {
+	out, err := a.cli("status", "--json")
+	if err != nil {
+		return nil, fmt.Errorf("%v: %s", err, out)
+	}
+	var r statusReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		return nil, fmt.Errorf("%v: %s", err, out)
+	}
+	return &r, nil
+}
+
+// waitFor polls cond (every 100ms, up to 30s) until it returns nil.
+func waitFor(t *testing.T, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = cond(); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s: %v", what, err)
+}
+
+// allDone checks that every table has exactly want objects, all Done.
+func allDone(r *statusReport, want map[string]int) error {
+	for _, ts := range r.Tables {
+		if ts.Objects != want[ts.Name] || ts.ByStatus["Done"] != want[ts.Name] {
+			return fmt.Errorf("table %s: %d objects, by status %v; want %d Done", ts.Name, ts.Objects, ts.ByStatus, want[ts.Name])
+		}
+	}
+	return nil
+}
+
+func findHealth(s healthLike, id string) (healthLike, bool) {
+	if s.ID == id {
+		return s, true
+	}
+	for _, c := range s.Children {
+		if f, ok := findHealth(c, id); ok {
+			return f, true
+		}
+	}
+	return healthLike{}, false
+}
+
+const desiredV1 = `
+sysctls:
+  - name: net.ipv4.ip_forward
+    value: "1"
+routes:
+  - prefix: 192.0.2.0/24
+    type: blackhole
+  - prefix: 198.51.100.0/24
+    dev: lo
+    metric: 100
+rules:
+  - table: filter
+    chain: INPUT
+    name: allow-ssh
+    priority: 10
+    spec: -p tcp --dport 22 -j ACCEPT
+`
+
+const desiredV2 = `
+sysctls:
+  - name: net.ipv4.ip_forward
+    value: "1"
+routes:
+  - prefix: 192.0.2.0/24
+    type: blackhole
+  - prefix: 203.0.113.0/24
+    type: blackhole
+rules:
+  - table: filter
+    chain: INPUT
+    name: allow-ssh
+    priority: 10
+    spec: -p tcp --dport 2222 -j ACCEPT
+`
+
+// TestAgentEndToEnd runs the built agent in its default sandbox: apply a
+// file, edit it, break it, stop the agent.
+func TestAgentEndToEnd(t *testing.T) {
+	netnsutil.RequireRoot(t)
+	netnsutil.RequireCommand(t, "iptables-restore")
+	bin := buildAgent(t)
+	desired := filepath.Join(t.TempDir(), "desired.yaml")
+	if err := os.WriteFile(desired, []byte(desiredV1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hostForward, _ := os.ReadFile("/proc/sys/net/ipv4/ip_forward")
+	a := startAgent(t, bin, desired)
+
+	waitFor(t, "everything Done", func() error {
+		r, err := a.status()
+		if err != nil {
+			return err
+		}
+		return allDone(r, map[string]int{"sysctls": 1, "routes": 2, "iptables-rules": 1})
+	})
+
+	// The real kernel state of the sandbox, seen with the real tools.
+	routes, err := a.ns.Command("ip", "route", "show")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(routes), "blackhole 192.0.2.0/24") || !strings.Contains(string(routes), "198.51.100.0/24 dev lo") {
+		t.Fatalf("routes in sandbox:\n%s", routes)
+	}
+	rules, err := a.ns.Command("iptables-save", "-t", "filter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(rules), "--dport 22 ") || !strings.Contains(string(rules), "-j ACCEPT") {
+		t.Fatalf("rules in sandbox:\n%s", rules)
+	}
+	var fwd []byte
+	a.ns.Do(func() error { fwd, err = os.ReadFile("/proc/sys/net/ipv4/ip_forward"); return err })
+	if strings.TrimSpace(string(fwd)) != "1" {
+		t.Fatalf("ip_forward in sandbox = %q", fwd)
+	}
+	if now, _ := os.ReadFile("/proc/sys/net/ipv4/ip_forward"); !bytes.Equal(now, hostForward) {
+		t.Fatalf("the host's ip_forward changed: %q -> %q", hostForward, now)
+	}
+
+	// db show renders the table.
+	out, err := a.cli("db", "show", "routes")
+	if err != nil || !strings.Contains(out, "192.0.2.0/24") || !strings.Contains(out, "Done") {
+		t.Fatalf("db show routes: %v\n%s", err, out)
+	}
+
+	// Edit the file: a route goes, one comes, a rule changes.
+	if err := os.WriteFile(desired, []byte(desiredV2), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the edit applied", func() error {
+		routes, err := a.ns.Command("ip", "route", "show")
+		if err != nil {
+			return err
+		}
+		if strings.Contains(string(routes), "198.51.100.0/24") || !strings.Contains(string(routes), "blackhole 203.0.113.0/24") {
+			return fmt.Errorf("routes:\n%s", routes)
+		}
+		rules, err := a.ns.Command("iptables-save", "-t", "filter")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(rules), "--dport 2222 ") || strings.Contains(string(rules), "--dport 22 ") {
+			return fmt.Errorf("rules:\n%s", rules)
+		}
+		r, err := a.status()
+		if err != nil {
+			return err
+		}
+		return allDone(r, map[string]int{"sysctls": 1, "routes": 2, "iptables-rules": 1})
+	})
+
+	// A broken file is reported and changes nothing.
+	if err := os.WriteFile(desired, []byte("routes:\n  - prefix: 10.0.0.0/33\n    type: blackhole\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "Degraded health naming the file", func() error {
+		r, err := a.status()
+		if err != nil {
+			return err
+		}
+		h, ok := findHealth(healthLike(r.Health), "agent.desired.load-desired")
+		if !ok {
+			return fmt.Errorf("no health scope agent.desired.load-desired in %+v", r.Health)
+		}
+		if h.Level != "Degraded" || !strings.Contains(h.Message+h.Error, desired) {
+			return fmt.Errorf("loader health = %+v", h)
+		}
+		return allDone(r, map[string]int{"sysctls": 1, "routes": 2, "iptables-rules": 1})
+	})
+	if routes, _ := a.ns.Command("ip", "route", "show"); !strings.Contains(string(routes), "blackhole 203.0.113.0/24") {
+		t.Fatalf("routes changed after a broken file:\n%s", routes)
+	}
+
+	// SIGTERM: a clean exit, the sandbox and the socket removed.
+	a.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- a.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("agent exit: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("agent did not exit after SIGTERM")
+	}
+	if _, err := os.Stat(string(a.ns)); !os.IsNotExist(err) {
+		t.Fatalf("sandbox namespace %s still exists: %v", a.ns, err)
+	}
+	if _, err := os.Stat(a.socket); !os.IsNotExist(err) {
+		t.Fatalf("socket %s still exists: %v", a.socket, err)
+	}
+	_ = context.Background
+}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// AgentConfig is the agent's configuration (flags of `agent run`, or
+// environment variables AGENT_DESIRED etc.).
+type AgentConfig struct {
+	// Desired is the desired-state file (YAML, or JSON if it ends in .json).
+	Desired string
+	// NetNS is where to reconcile: "sandbox" (a private network namespace
+	// made for the agent and removed at exit), "host" (the real host, root
+	// only) or the name of an existing namespace (ip netns).
+	NetNS string
+	// Socket is the unix socket of the status API.
+	Socket string
+	// ReloadInterval is how often the desired file is checked for changes.
+	ReloadInterval time.Duration
+}
+
+// defaultConfig is what `agent run` uses without flags.
+func defaultConfig() AgentConfig {
+	return AgentConfig{
+		Desired:        "desired.yaml",
+		NetNS:          netnsSandbox,
+		Socket:         defaultSocket(),
+		ReloadInterval: time.Second,
+	}
+}
+
+// Flags implements cell.Flagger.
+func (def AgentConfig) Flags(fs *pflag.FlagSet) {
+	fs.String("desired", def.Desired, "desired-state file (YAML, or JSON if it ends in .json)")
+	fs.String("netns", def.NetNS, `network namespace to manage: "sandbox" (private, removed at exit), "host" (root only) or an existing namespace's name`)
+	fs.String("socket", def.Socket, "unix socket of the status API")
+	fs.Duration("reload-interval", def.ReloadInterval, "how often to check the desired file for changes")
+}
+
+// Validate implements the config check of hive.
+func (c AgentConfig) Validate() error {
+	if c.Desired == "" {
+		return fmt.Errorf("--desired: a desired-state file is required")
+	}
+	if c.Socket == "" {
+		return fmt.Errorf("--socket: must not be empty")
+	}
+	if c.ReloadInterval <= 0 {
+		return fmt.Errorf("--reload-interval: must be positive, got %v", c.ReloadInterval)
+	}
+	return nil
+}
+
+// defaultSocket is /run/steadystate-agent.sock for root, else a socket in
+// the user's runtime directory (or /tmp). The real user counts: inside the
+// unprivileged sandbox the agent runs as a mapped root.
+func defaultSocket() string {
+	if v := os.Getenv(envSocket); v != "" {
+		return v
+	}
+	if os.Geteuid() == 0 && os.Getenv(envSandboxed) == "" {
+		return "/run/steadystate-agent.sock"
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "steadystate-agent.sock")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("steadystate-agent-%d.sock", os.Getuid()))
+}
