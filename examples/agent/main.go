@@ -49,6 +49,7 @@ func runCommand() *cobra.Command {
 			return err
 		}
 		if sb.reexec {
+			log.Info("Not root: running in a new user + network namespace; the host is not changed")
 			code, err := runInUserNS(flagOrEnv(c, "socket"))
 			if err != nil {
 				return err

@@ -153,9 +153,9 @@ func checkShape(t testing.TB, n *Node[int], parent []byte, isRoot bool) int {
 	t.Helper()
 	fail := func(format string, args ...any) {
 		t.Helper()
-		t.Fatalf("node %x (kind %d): %s", n.path, n.kind, fmt.Sprintf(format, args...))
+		t.Fatalf("node %x (kind %d): %s", n.path(), n.kind, fmt.Sprintf(format, args...))
 	}
-	if !isRoot && (len(n.path) <= len(parent) || !bytes.HasPrefix(n.path, parent)) {
+	if !isRoot && (len(n.path()) <= len(parent) || !bytes.HasPrefix(n.path(), parent)) {
 		fail("path does not extend parent path %x", parent)
 	}
 	if !isRoot && !n.leaf && n.size < 2 {
@@ -175,13 +175,13 @@ func checkShape(t testing.TB, n *Node[int], parent []byte, isRoot bool) int {
 			fail("labels out of order")
 		}
 		last = int(label)
-		if c.path[len(n.path)] != label {
-			fail("child %x under wrong label %x", c.path, label)
+		if c.path()[len(n.path())] != label {
+			fail("child %x under wrong label %x", c.path(), label)
 		}
 		if n.child(label) != c {
 			fail("child(%x) disagrees with iteration", label)
 		}
-		count += checkShape(t, c, n.path, false)
+		count += checkShape(t, c, n.path(), false)
 	}
 	if seen != int(n.size) {
 		fail("size %d but %d children", n.size, seen)

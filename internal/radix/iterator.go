@@ -36,7 +36,7 @@ func (i *Iterator[T]) SeekPrefixWatch(prefix []byte) (watch <-chan struct{}) {
 	}
 	d := 0
 	for {
-		p := n.path
+		p := n.path()
 		if len(p) >= len(prefix) {
 			// The prefix ends inside (or at the end of) n's segment.
 			if string(p[d:len(prefix)]) == string(prefix[d:]) {
@@ -76,7 +76,7 @@ func (i *Iterator[T]) SeekLowerBound(key []byte) {
 	}
 	d := 0
 	for {
-		p := n.path
+		p := n.path()
 		m := min(len(p), len(key))
 		cmp := bytes.Compare(p[d:m], key[d:m])
 		if cmp > 0 || (cmp == 0 && len(p) >= len(key)) {
@@ -110,7 +110,7 @@ func (i *Iterator[T]) Next() ([]byte, T, bool) {
 		if top.pos < 0 {
 			top.pos = 0
 			if n.leaf {
-				return n.path, n.val, true
+				return n.path(), n.val, true
 			}
 		}
 		c, _, next := n.nextChild(top.pos)
@@ -121,7 +121,7 @@ func (i *Iterator[T]) Next() ([]byte, T, bool) {
 		top.pos = next
 		if c.kind == kindLeaf {
 			// Childless: visit without pushing.
-			return c.path, c.val, true
+			return c.path(), c.val, true
 		}
 		i.stack = append(i.stack, frame[T]{c, -1})
 	}

@@ -8,9 +8,9 @@ package radix
 // against the path of the node that would hold k settles the answer.
 func (n *Node[T]) Get(k []byte) (T, bool) {
 	for {
-		d := len(n.path)
+		d := len(n.path())
 		if d >= len(k) {
-			if d == len(k) && n.leaf && string(n.path) == string(k) {
+			if d == len(k) && n.leaf && string(n.path()) == string(k) {
 				return n.val, true
 			}
 			break
@@ -55,7 +55,7 @@ func (n *Node[T]) Get(k []byte) (T, bool) {
 func (n *Node[T]) GetWatch(k []byte) (<-chan struct{}, T, bool) {
 	d := 0
 	for {
-		p := n.path
+		p := n.path()
 		if len(p) > len(k) || string(p[d:]) != string(k[d:len(p)]) {
 			break
 		}
@@ -80,7 +80,7 @@ func (n *Node[T]) GetWatch(k []byte) (<-chan struct{}, T, bool) {
 func (n *Node[T]) Minimum() ([]byte, T, bool) {
 	for ; n != nil; n = n.minChild() {
 		if n.leaf {
-			return n.path, n.val, true
+			return n.path(), n.val, true
 		}
 	}
 	var zero T
@@ -97,7 +97,7 @@ func (n *Node[T]) Maximum() ([]byte, T, bool) {
 		n = c
 	}
 	if n.leaf {
-		return n.path, n.val, true
+		return n.path(), n.val, true
 	}
 	var zero T
 	return nil, zero, false

@@ -40,7 +40,7 @@ func (n *Node[T]) prefix(prefix []byte, watch bool) (iter.Seq2[[]byte, T], <-cha
 	d := 0
 	var found *Node[T]
 	for {
-		p := n.path
+		p := n.path()
 		if len(p) >= len(prefix) {
 			if string(p[d:len(prefix)]) == string(prefix[d:]) {
 				found = n
@@ -71,7 +71,7 @@ func (n *Node[T]) prefix(prefix []byte, watch bool) (iter.Seq2[[]byte, T], <-cha
 // to stop. Childless children are yielded here rather than recursed into,
 // which saves a call per key.
 func (n *Node[T]) walk(yield func([]byte, T) bool) bool {
-	if n.leaf && !yield(n.path, n.val) {
+	if n.leaf && !yield(n.path(), n.val) {
 		return false
 	}
 	switch n.kind {
@@ -96,7 +96,7 @@ func (n *Node[T]) walk(yield func([]byte, T) bool) bool {
 // walkChild is walk for a child, with childless nodes handled inline.
 func (n *Node[T]) walkChild(yield func([]byte, T) bool) bool {
 	if n.kind == kindLeaf {
-		return yield(n.path, n.val)
+		return yield(n.path(), n.val)
 	}
 	return n.walk(yield)
 }
@@ -104,7 +104,7 @@ func (n *Node[T]) walkChild(yield func([]byte, T) bool) bool {
 // lowerBoundWalk yields the keys >= key of the subtree of n, whose path is
 // known to match key[:d].
 func (n *Node[T]) lowerBoundWalk(key []byte, d int, yield func([]byte, T) bool) bool {
-	p := n.path
+	p := n.path()
 	m := min(len(p), len(key))
 	cmp := bytes.Compare(p[d:m], key[d:m])
 	switch {

@@ -119,7 +119,9 @@ func (t *Txn[T]) writable(n *Node[T]) *Node[T] {
 
 // newLeaf returns a childless node holding v under key.
 func (t *Txn[T]) newLeaf(key []byte, v T) *Node[T] {
-	return &Node[T]{path: key, txnID: t.id, kind: kindLeaf, leaf: true, val: v}
+	n := &Node[T]{txnID: t.id, kind: kindLeaf, leaf: true, val: v}
+	n.setPath(key)
+	return n
 }
 
 // insert stores v under key in the subtree of n, whose path is known to
@@ -132,7 +134,7 @@ func (t *Txn[T]) insert(n *Node[T], d int, key []byte, v T) (*Node[T], T, bool) 
 		t.retire(n)
 		return t.newLeaf(key, v), zero, false
 	}
-	p := n.path
+	p := n.path()
 	c := d
 	for c < len(p) && c < len(key) && p[c] == key[c] {
 		c++
@@ -143,7 +145,8 @@ func (t *Txn[T]) insert(n *Node[T], d int, key []byte, v T) (*Node[T], T, bool) 
 	if c == len(key) {
 		w := t.writable(n)
 		old, had := w.val, w.leaf
-		w.path, w.val, w.leaf = key, v, true
+		w.setPath(key)
+		w.val, w.leaf = v, true
 		return w, old, had
 	}
 	b := key[c]
@@ -168,10 +171,12 @@ func (t *Txn[T]) insert(n *Node[T], d int, key []byte, v T) (*Node[T], T, bool) 
 func (t *Txn[T]) split(n *Node[T], c int, key []byte, v T) *Node[T] {
 	moved := t.writable(n)
 	s := newNode[T](kind4, t.id)
-	s.path = n.path[:c]
-	s.insertChild(n.path[c], moved)
+	np := n.path()
+	s.setPath(np[:c])
+	s.insertChild(np[c], moved)
 	if c == len(key) {
-		s.path, s.val, s.leaf = key, v, true
+		s.setPath(key)
+		s.val, s.leaf = v, true
 	} else {
 		s.insertChild(key[c], t.newLeaf(key, v))
 	}
@@ -196,7 +201,7 @@ func (t *Txn[T]) addChild(n *Node[T], b byte, c *Node[T]) *Node[T] {
 // key[:d]. It returns the subtree's new top node, nil if it is now empty.
 func (t *Txn[T]) delete(n *Node[T], d int, key []byte) (*Node[T], T, bool) {
 	var zero T
-	p := n.path
+	p := n.path()
 	if len(p) > len(key) || string(p[d:]) != string(key[d:len(p)]) {
 		return n, zero, false
 	}
@@ -252,7 +257,7 @@ func (t *Txn[T]) removeChild(n *Node[T], b byte) *Node[T] {
 		return nil
 	case left == 0:
 		t.retire(n)
-		return t.newLeaf(n.path, n.val)
+		return t.newLeaf(n.path(), n.val)
 	case left == 1 && !n.leaf:
 		t.retire(n)
 		c, label, pos := n.nextChild(0)
