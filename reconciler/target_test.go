@@ -349,6 +349,7 @@ type recordingHealth struct {
 	mu      sync.Mutex
 	n       notifier
 	reports []healthReport
+	seen    int // reports before this one were matched by waitFor
 }
 
 func (h *recordingHealth) add(r healthReport) {
@@ -373,17 +374,25 @@ func (h *recordingHealth) last() healthReport {
 	return h.reports[len(h.reports)-1]
 }
 
-// waitFor waits until the latest report satisfies check.
+// waitFor waits until a report made since the last match (or the latest
+// report) satisfies check. Looking at every report, not only the latest,
+// keeps a short-lived state (Degraded until a quick retry succeeds) from
+// being missed.
 func (h *recordingHealth) waitFor(t testing.TB, what string, check func(healthReport) bool) healthReport {
 	t.Helper()
 	var got healthReport
 	waitUntil(t, what, func() (bool, <-chan struct{}) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		if len(h.reports) > 0 {
-			got = h.reports[len(h.reports)-1]
+		from := min(h.seen, max(len(h.reports)-1, 0))
+		for i := from; i < len(h.reports); i++ {
+			if check(h.reports[i]) {
+				got = h.reports[i]
+				h.seen = i + 1
+				return true, h.n.watch()
+			}
 		}
-		return len(h.reports) > 0 && check(got), h.n.watch()
+		return false, h.n.watch()
 	})
 	return got
 }
