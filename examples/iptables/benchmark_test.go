@@ -35,9 +35,22 @@ func benchNS(b *testing.B, i int) (netnsutil.NS, func()) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// Deleted by the returned function, or at the end of the benchmark if
+	// the iteration fails before that: no namespace outlives the run.
+	done := false
+	b.Cleanup(func() {
+		if !done {
+			done = true
+			del()
+		}
+	})
 	return ns, func() {
 		b.StopTimer()
 		defer b.StartTimer()
+		if done {
+			return
+		}
+		done = true
 		if err := del(); err != nil {
 			b.Error(err)
 		}

@@ -58,18 +58,13 @@ func BenchmarkApply(b *testing.B) {
 		}
 		for b.Loop() {
 			b.StopTimer()
-			ns, del, err := netnsutil.NewNamed(fmt.Sprintf("ss-bench-%d", os.Getpid()))
-			if err != nil {
-				b.Fatal(err)
-			}
+			ns, del := benchNS(b)
 			b.StartTimer()
 			if _, err := ns.Command("ip", "-batch", file); err != nil {
 				b.Fatal(err)
 			}
 			b.StopTimer()
-			if err := del(); err != nil {
-				b.Fatal(err)
-			}
+			del()
 			b.StartTimer()
 		}
 		baseline = reportApply(b)
@@ -82,15 +77,10 @@ func BenchmarkApply(b *testing.B) {
 		}
 		for b.Loop() {
 			b.StopTimer()
-			ns, del, err := netnsutil.NewNamed(fmt.Sprintf("ss-bench-%d", os.Getpid()))
-			if err != nil {
-				b.Fatal(err)
-			}
+			ns, del := benchNS(b)
 			applyWithReconciler(b, ns, routes)
 			b.StopTimer()
-			if err := del(); err != nil {
-				b.Fatal(err)
-			}
+			del()
 			b.StartTimer()
 		}
 		if secs := reportApply(b); baseline > 0 {
@@ -162,4 +152,25 @@ func countDone(db *statedb.DB, table statedb.Table[*Route]) int {
 		n++
 	}
 	return n
+}
+
+// benchNS creates a fresh namespace for one iteration. It is deleted by the
+// returned function, or at the end of the benchmark if the iteration fails
+// before that, so no namespace outlives the run.
+func benchNS(b *testing.B) (netnsutil.NS, func()) {
+	ns, del, err := netnsutil.NewNamed(fmt.Sprintf("ss-bench-%d", os.Getpid()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := false
+	cleanup := func() {
+		if !done {
+			done = true
+			if err := del(); err != nil {
+				b.Error(err)
+			}
+		}
+	}
+	b.Cleanup(cleanup)
+	return ns, cleanup
 }
