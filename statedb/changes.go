@@ -58,9 +58,10 @@ func (it *changeIterator[Obj]) Next(txn ReadTxn) (iter.Seq2[Change[Obj], Revisio
 		return func(func(Change[Obj], Revision) bool) {}, closedChan
 	}
 	t := it.table
-	if w, ok := txn.(*writeTxn); ok {
+	if w, ok := txn.(*writeTxn); ok && !w.closed {
 		// Uncommitted writes may still be aborted and their revisions
-		// reused: read only what was committed when the txn began.
+		// reused: read only what was committed when the txn began. (A
+		// finished txn reads as what it committed; see tableEntry.)
 		txn = w.snapshot
 	}
 	e := txn.tableEntry(t)

@@ -81,11 +81,15 @@ func (db *DB) Tables() []TableMeta {
 }
 
 func (r *dbRoot) tableEntry(meta TableMeta) *tableEntry {
-	pos := meta.meta().pos
-	if pos >= len(*r) {
+	m := meta.meta()
+	if m.pos >= len(*r) {
 		return nil
 	}
-	return &(*r)[pos]
+	e := &(*r)[m.pos]
+	if e.meta != m {
+		panic(fmt.Sprintf("statedb: table %q read with a ReadTxn of another DB; take the ReadTxn from the DB the table was created in", m.name))
+	}
+	return e
 }
 
 var tableNameRe = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)

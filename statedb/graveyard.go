@@ -5,8 +5,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-
-	"github.com/steadystate/steadystate/index"
 )
 
 // The graveyard keeps deleted objects for change iterators that have not yet
@@ -121,5 +119,3 @@ func (db *DB) collectGraveyardNow(m *tableMeta) {
 func (e *tableEntry) graveyardLen() int {
 	return e.indexes[e.meta.graveyardIndex()].Len()
 }
-
-var _ = index.Uint64

@@ -440,3 +440,54 @@ func TestQueryOfUnknownIndexPanics(t *testing.T) {
 	}()
 	tbl.Get(db.ReadTxn(), tagIndex.Query("x"))
 }
+
+// TestFinishedWriteTxnReads: a committed WriteTxn reads as what it
+// committed, an aborted one as the state it started from; a ReadTxn of
+// another DB is a clear panic, not a silent read of the wrong table.
+func TestFinishedWriteTxnReads(t *testing.T) {
+	db, a := newTestTable(t, "a")
+	b, err := NewTable(db, "b", idIndex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wtxn := db.WriteTxn(a)
+	it, _ := a.Changes(wtxn)
+	defer it.Close()
+	a.Insert(wtxn, &testObject{ID: 1})
+	wtxn.Commit()
+	if n := a.NumObjects(wtxn); n != 1 {
+		t.Fatalf("committed txn sees %d objects, want 1", n)
+	}
+	if n := b.NumObjects(wtxn); n != 0 {
+		t.Fatalf("unlocked table through committed txn: %d objects", n)
+	}
+	seq, _ := it.Next(wtxn)
+	count := 0
+	for range seq {
+		count++
+	}
+	if count != 1 {
+		t.Fatalf("Next(committed txn) yielded %d changes, want 1", count)
+	}
+
+	aborted := db.WriteTxn(a)
+	a.Insert(aborted, &testObject{ID: 2})
+	aborted.Abort()
+	if n := a.NumObjects(aborted); n != 1 {
+		t.Fatalf("aborted txn sees %d objects, want 1 (its start state)", n)
+	}
+	if n := b.NumObjects(aborted); n != 0 {
+		t.Fatalf("unlocked table through aborted txn: %d objects", n)
+	}
+
+	other := New()
+	if _, err := NewTable(other, "a", idIndex); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "another DB") {
+			t.Fatalf("reading with another DB's ReadTxn: recovered %v", r)
+		}
+	}()
+	a.NumObjects(other.ReadTxn())
+}

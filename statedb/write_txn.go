@@ -151,6 +151,14 @@ func (tt *txnTable) txn(i int) *treeTxn {
 
 func (w *writeTxn) tableEntry(meta TableMeta) *tableEntry {
 	m := meta.meta()
+	if w.closed {
+		// A finished transaction reads as what it committed, or (aborted)
+		// as the state it started from.
+		if w.committed != nil {
+			return w.committed.tableEntry(meta)
+		}
+		return w.snapshot.tableEntry(meta)
+	}
 	for i := range w.tables {
 		if w.tables[i].entry.meta == m {
 			return &w.tables[i].entry
@@ -287,8 +295,10 @@ func (w *writeTxn) release() {
 	w.guard = nil
 	// The committed trees live inside this WriteTxn (see txnTable.txnVals),
 	// so the new root keeps it alive: drop what would keep older states
-	// alive through it.
-	w.snapshot = nil
+	// alive through it. (Reads through the finished txn use w.committed.)
+	if w.committed != nil {
+		w.snapshot = nil
+	}
 	for i := range w.tables {
 		tt := &w.tables[i]
 		tt.txns = nil
