@@ -29,12 +29,14 @@ type Config[Obj any] struct {
 	// never mutated. Required.
 	CloneObject func(Obj) Obj
 	// FullReconciliationInterval is how often to run a full
-	// reconciliation. 0 means only when Prune is called.
+	// reconciliation; when set, the first one runs as soon as the table is
+	// initialized. 0 means only when Prune is called.
 	FullReconciliationInterval time.Duration
 	// RetryBackoffMin is the first retry delay of a failed object.
 	// Default DefaultRetryBackoffMin.
 	RetryBackoffMin time.Duration
-	// RetryBackoffMax caps the retry delay. Default DefaultRetryBackoffMax.
+	// RetryBackoffMax caps the retry delay. Default DefaultRetryBackoffMax,
+	// or RetryBackoffMin if that is larger.
 	RetryBackoffMax time.Duration
 	// IncrementalRoundSize is the most objects handled per round (and per
 	// status write transaction). Default DefaultIncrementalRoundSize.

@@ -135,6 +135,10 @@ func (r *reconciler[Obj]) Run(ctx context.Context) error {
 		t := time.NewTicker(r.cfg.FullReconciliationInterval)
 		defer t.Stop()
 		fullTick = t.C
+		// The first full reconciliation comes as soon as the table is
+		// initialized: it prunes what an earlier run left behind (deletes
+		// that happened while nothing was running).
+		r.full.requested = true
 	}
 	r.reportHealth(true)
 
