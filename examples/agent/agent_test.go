@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,7 +19,19 @@ import (
 	"github.com/steadystate/steadystate/examples/internal/netnsutil"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 // agentProc is a running agent binary started by a test.
 type agentProc struct {
@@ -30,21 +43,36 @@ type agentProc struct {
 	ns     netnsutil.NS
 }
 
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+	buildDir  string
+)
+
 // buildAgent builds the agent binary once per test run.
 func buildAgent(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "agent")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "agent-test-")
+		if buildErr != nil {
+			return
+		}
+		builtBin = filepath.Join(buildDir, "agent")
+		if out, err := exec.Command("go", "build", "-o", builtBin, ".").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
 	}
-	return bin
+	return builtBin
 }
 
 func startAgent(t *testing.T, bin, desired string) *agentProc {
 	t.Helper()
 	a := &agentProc{t: t, bin: bin, socket: filepath.Join(t.TempDir(), "agent.sock"), out: &syncBuffer{}}
-	a.cmd = exec.Command(bin, "run", "--desired", desired, "--socket", a.socket, "--reload-interval", "100ms")
+	a.cmd = exec.Command(bin, "run", "--desired", desired, "--socket", a.socket, "--reload-interval", "100ms", "--full-reconciliation-interval", "300ms")
 	a.cmd.Stdout, a.cmd.Stderr = a.out, a.out
 	if err := a.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -197,6 +225,28 @@ func TestAgentEndToEnd(t *testing.T) {
 		t.Fatalf("the host's ip_forward changed: %q -> %q", hostForward, now)
 	}
 
+	// Drift is repaired and leftovers of the agent's own protocol are
+	// pruned by the periodic full reconciliation; foreign routes stay.
+	if _, err := a.ns.Command("ip", "route", "del", "192.0.2.0/24"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.ns.Command("ip", "route", "add", "blackhole", "203.0.113.99/32", "proto", "254"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.ns.Command("ip", "route", "add", "blackhole", "203.0.113.77/32", "proto", "static"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "drift repaired and leftovers pruned", func() error {
+		routes, err := a.ns.Command("ip", "route", "show")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(routes), "blackhole 192.0.2.0/24") || strings.Contains(string(routes), "203.0.113.99") || !strings.Contains(string(routes), "203.0.113.77") {
+			return fmt.Errorf("routes:\n%s", routes)
+		}
+		return nil
+	})
+
 	// db show renders the table.
 	out, err := a.cli("db", "show", "routes")
 	if err != nil || !strings.Contains(out, "192.0.2.0/24") || !strings.Contains(out, "Done") {
@@ -270,4 +320,46 @@ func TestAgentEndToEnd(t *testing.T) {
 		t.Fatalf("socket %s still exists: %v", a.socket, err)
 	}
 	_ = context.Background
+}
+
+// TestSandboxKeepsHostSysctls: in the sandbox, a sysctl that is not per
+// network namespace (kernel.*) would change the whole machine, so it is an
+// Error on its object and the host keeps its value.
+func TestSandboxKeepsHostSysctls(t *testing.T) {
+	netnsutil.RequireRoot(t)
+	netnsutil.RequireCommand(t, "iptables-restore")
+	bin := buildAgent(t)
+	before, err := os.ReadFile("/proc/sys/kernel/domainname")
+	if err != nil {
+		t.Fatal(err)
+	}
+	desired := filepath.Join(t.TempDir(), "desired.yaml")
+	file := "sysctls:\n  - name: kernel.domainname\n    value: steadystate-test\n  - name: net.ipv4.ip_forward\n    value: \"1\"\n"
+	if err := os.WriteFile(desired, []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := startAgent(t, bin, desired)
+	waitFor(t, "kernel.domainname in Error, ip_forward Done", func() error {
+		r, err := a.status()
+		if err != nil {
+			return err
+		}
+		for _, ts := range r.Tables {
+			if ts.Name == "sysctls" && (ts.ByStatus["Error"] != 1 || ts.ByStatus["Done"] != 1) {
+				return fmt.Errorf("sysctls by status: %v", ts.ByStatus)
+			}
+		}
+		return nil
+	})
+	out, err := a.cli("db", "show", "sysctls")
+	if err != nil || !strings.Contains(out, "not a network-namespace sysctl") {
+		t.Fatalf("db show sysctls: %v\n%s", err, out)
+	}
+	if after, _ := os.ReadFile("/proc/sys/kernel/domainname"); !bytes.Equal(after, before) {
+		t.Fatalf("the host's kernel.domainname changed: %q -> %q", before, after)
+	}
+	a.cmd.Process.Signal(syscall.SIGTERM)
+	if err := a.cmd.Wait(); err != nil {
+		t.Fatalf("agent exit: %v", err)
+	}
 }

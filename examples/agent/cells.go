@@ -39,30 +39,32 @@ func agentCells(ns *netnsutil.NS) []cell.Cell {
 				}),
 
 				cell.Module("sysctl", "Reconciles sysctls with /proc/sys",
-					cell.Invoke(func(p reconciler.Params, ns netnsutil.NS, t statedb.RWTable[*sysctl.Sysctl]) error {
-						target := sysctl.NewTarget(sysctl.TargetConfig{NetNS: ns})
-						_, err := reconciler.Register(p, sysctl.ReconcilerConfig(t, target))
+					cell.Invoke(func(p reconciler.Params, cfg AgentConfig, ns netnsutil.NS, t statedb.RWTable[*sysctl.Sysctl]) error {
+						// Outside --netns host only net.* sysctls: the others
+						// are the whole machine's, in any namespace.
+						target := sysctl.NewTarget(sysctl.TargetConfig{NetNS: ns, NetworkOnly: cfg.NetNS != netnsHost})
+						_, err := reconciler.Register(p, withInterval(sysctl.ReconcilerConfig(t, target), cfg))
 						return err
 					}),
 				),
 				cell.Module("routes", "Reconciles routes over rtnetlink",
-					cell.Invoke(func(p reconciler.Params, ns netnsutil.NS, t statedb.RWTable[*routes.Route], lc cell.Lifecycle) error {
+					cell.Invoke(func(p reconciler.Params, cfg AgentConfig, ns netnsutil.NS, t statedb.RWTable[*routes.Route], lc cell.Lifecycle) error {
 						target, err := routes.NewTarget(routes.TargetConfig{NetNS: ns})
 						if err != nil {
 							return err
 						}
 						lc.Append(cell.Hook{OnStop: func(ctx context.Context) error { target.Close(); return nil }})
-						_, err = reconciler.Register(p, routes.ReconcilerConfig(t, target))
+						_, err = reconciler.Register(p, withInterval(routes.ReconcilerConfig(t, target), cfg))
 						return err
 					}),
 				),
 				cell.Module("iptables", "Reconciles iptables rules with iptables-restore",
-					cell.Invoke(func(p reconciler.Params, ns netnsutil.NS, t statedb.RWTable[*iptables.Rule]) error {
+					cell.Invoke(func(p reconciler.Params, cfg AgentConfig, ns netnsutil.NS, t statedb.RWTable[*iptables.Rule]) error {
 						target, err := iptables.NewTarget(iptables.TargetConfig{NetNS: ns, Rules: t})
 						if err != nil {
 							return err
 						}
-						_, err = reconciler.Register(p, iptables.ReconcilerConfig(t, target))
+						_, err = reconciler.Register(p, withInterval(iptables.ReconcilerConfig(t, target), cfg))
 						return err
 					}),
 				),
@@ -73,4 +75,11 @@ func agentCells(ns *netnsutil.NS) []cell.Cell {
 			),
 		),
 	}
+}
+
+// withInterval sets the agent's full reconciliation interval on a
+// reconciler config.
+func withInterval[Obj any](rc reconciler.Config[Obj], cfg AgentConfig) reconciler.Config[Obj] {
+	rc.FullReconciliationInterval = cfg.FullReconciliationInterval
+	return rc
 }

@@ -22,6 +22,10 @@ type AgentConfig struct {
 	Socket string
 	// ReloadInterval is how often the desired file is checked for changes.
 	ReloadInterval time.Duration
+	// FullReconciliationInterval is how often each reconciler runs a full
+	// reconciliation (prune what is not desired, repair drift); the first
+	// runs right after the first load.
+	FullReconciliationInterval time.Duration
 }
 
 // defaultConfig is what `agent run` uses without flags.
@@ -31,6 +35,9 @@ func defaultConfig() AgentConfig {
 		NetNS:          netnsSandbox,
 		Socket:         defaultSocket(),
 		ReloadInterval: time.Second,
+		// Drift (someone changing a route or rule behind the agent's back)
+		// is repaired within a minute.
+		FullReconciliationInterval: time.Minute,
 	}
 }
 
@@ -40,6 +47,7 @@ func (def AgentConfig) Flags(fs *pflag.FlagSet) {
 	fs.String("netns", def.NetNS, `network namespace to manage: "sandbox" (private, removed at exit), "host" (root only) or an existing namespace's name`)
 	fs.String("socket", def.Socket, "unix socket of the status API")
 	fs.Duration("reload-interval", def.ReloadInterval, "how often to check the desired file for changes")
+	fs.Duration("full-reconciliation-interval", def.FullReconciliationInterval, "how often to prune what is not desired and repair drift (the first runs after the first load)")
 }
 
 // Validate implements the config check of hive.
@@ -52,6 +60,9 @@ func (c AgentConfig) Validate() error {
 	}
 	if c.ReloadInterval <= 0 {
 		return fmt.Errorf("--reload-interval: must be positive, got %v", c.ReloadInterval)
+	}
+	if c.FullReconciliationInterval <= 0 {
+		return fmt.Errorf("--full-reconciliation-interval: must be positive, got %v", c.FullReconciliationInterval)
 	}
 	return nil
 }

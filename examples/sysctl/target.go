@@ -30,13 +30,20 @@ type TargetConfig struct {
 	// NetNS is the network namespace whose net.* sysctls are managed.
 	// "" is the process's own.
 	NetNS netnsutil.NS
+	// NetworkOnly restricts the target to net.* sysctls, which belong to
+	// the network namespace. Any other key (kernel.*, vm.*, fs.*) is the
+	// whole machine's, whatever namespace the target works in: set this
+	// whenever the target must not change the host (the example agent's
+	// sandbox). Such a key is then a terminal error on its object.
+	NetworkOnly bool
 }
 
 // Target writes desired sysctls to the sysctl tree. It implements
 // reconciler.Target[*Sysctl] and is safe for concurrent use.
 type Target struct {
-	root string
-	ns   netnsutil.NS
+	root        string
+	ns          netnsutil.NS
+	networkOnly bool
 
 	// writeFile writes one key; a field so that tests can count writes.
 	writeFile func(path, value string) error
@@ -56,10 +63,11 @@ func NewTarget(cfg TargetConfig) *Target {
 		cfg.ProcSysRoot = DefaultProcSysRoot
 	}
 	return &Target{
-		root:      cfg.ProcSysRoot,
-		ns:        cfg.NetNS,
-		writeFile: writeKey,
-		original:  map[string]string{},
+		root:        cfg.ProcSysRoot,
+		ns:          cfg.NetNS,
+		networkOnly: cfg.NetworkOnly,
+		writeFile:   writeKey,
+		original:    map[string]string{},
 	}
 }
 
@@ -152,12 +160,19 @@ func (t *Target) restore(name string) error {
 
 var errUnknownKey = errors.New("unknown sysctl")
 
+// ErrNotNetwork is wrapped by the error of a non-net.* sysctl on a target
+// with NetworkOnly.
+var ErrNotNetwork = errors.New("sysctl outside the network namespace")
+
 // set writes value to name unless it is there already. With record, the
 // value found before the first change is kept in t.original. t.mu is held.
 func (t *Target) set(name, value string, record bool) error {
 	rel, err := keyPath(name)
 	if err != nil {
 		return reconciler.Terminal(err)
+	}
+	if t.networkOnly && !strings.HasPrefix(name, "net.") {
+		return reconciler.Terminal(fmt.Errorf("%w: %s is not a network-namespace sysctl (not net.*): changing it would change the whole machine, which this target may not do", ErrNotNetwork, name))
 	}
 	path := filepath.Join(t.root, rel)
 	return t.ns.Do(func() error {

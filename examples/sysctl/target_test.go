@@ -159,3 +159,26 @@ func TestCancelledContext(t *testing.T) {
 		t.Fatalf("Update with a cancelled context = %v (writes %d)", err, *writes)
 	}
 }
+
+// TestNetworkOnly: with NetworkOnly, a sysctl outside net.* is a terminal
+// error and the key is never written; net.* keys are applied as usual.
+func TestNetworkOnly(t *testing.T) {
+	tg, root, writes := fakeRoot(t, map[string]string{"kernel.pid_max": "4096", "net.ipv4.ip_forward": "0"})
+	tg.networkOnly = true
+	err := tg.Update(context.Background(), nil, &Sysctl{Name: "kernel.pid_max", Value: "8192"})
+	if !errors.Is(err, ErrNotNetwork) || !reconciler.IsTerminal(err) {
+		t.Fatalf("kernel.* with NetworkOnly: %v, want terminal ErrNotNetwork", err)
+	}
+	if got := readFake(t, root, "kernel.pid_max"); got != "4096\n" || *writes != 0 {
+		t.Fatalf("kernel.pid_max = %q after %d writes", got, *writes)
+	}
+	if err := tg.Update(context.Background(), nil, &Sysctl{Name: "net.ipv4.ip_forward", Value: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFake(t, root, "net.ipv4.ip_forward"); got != "1" && got != "1\n" {
+		t.Fatalf("net.ipv4.ip_forward = %q", got)
+	}
+	if NewTarget(TargetConfig{NetworkOnly: true}).networkOnly != true {
+		t.Fatal("TargetConfig.NetworkOnly not applied")
+	}
+}

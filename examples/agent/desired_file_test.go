@@ -1,0 +1,79 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/steadystate/steadystate/examples/iptables"
+	"github.com/steadystate/steadystate/examples/routes"
+	"github.com/steadystate/steadystate/examples/sysctl"
+	"github.com/steadystate/steadystate/index"
+)
+
+func TestDecodeDesiredErrors(t *testing.T) {
+	cases := []struct {
+		name, path, data, want string
+	}{
+		{"unknown field", "d.yaml", "routes:\n  - prefix: 10.0.0.0/8\n    typo: 1\n", "field typo not found"},
+		{"bad prefix", "d.yaml", "routes:\n  - prefix: 10.0.0.0/33\n", "d.yaml"},
+		{"json unknown field", "d.json", `{"sysctls":[{"name":"a.b","vlue":"1"}]}`, `unknown field "vlue"`},
+		{"not yaml", "d.yaml", "sysctls: [\n", "d.yaml"},
+	}
+	for _, tc := range cases {
+		_, err := decodeDesired(tc.path, []byte(tc.data))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+	f, err := decodeDesired("empty.yaml", nil)
+	if err != nil || len(f.Sysctls)+len(f.Routes)+len(f.Rules) != 0 {
+		t.Fatalf("empty file: %+v, %v", f, err)
+	}
+}
+
+func TestValidateAll(t *testing.T) {
+	f, err := decodeDesired("d.yaml", []byte(`
+routes:
+  - prefix: 10.0.0.0/8
+    type: blackhole
+  - prefix: 10.0.0.0/8
+    type: blackhole
+  -
+  - prefix: 10.1.2.3/8
+    type: blackhole
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := validateAll("routes", f.Routes, func(r *routes.Route) index.Key { return r.Key().Encode() })
+	text := ""
+	for _, e := range errs {
+		text += e.Error() + "\n"
+	}
+	for _, want := range []string{"routes[1]: duplicate of routes[0]", "routes[2]: empty entry", "routes[3]:"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("errors %q lack %q", text, want)
+		}
+	}
+	if len(errs) != 3 {
+		t.Errorf("%d errors, want 3:\n%s", len(errs), text)
+	}
+}
+
+// FuzzDecodeDesired feeds arbitrary files to the loader's parser and
+// validation: they must never panic, and what passes must be valid.
+func FuzzDecodeDesired(f *testing.F) {
+	f.Add("d.yaml", "sysctls:\n  - name: net.ipv4.ip_forward\n    value: \"1\"\nroutes:\n  - prefix: 192.0.2.0/24\n    type: blackhole\n")
+	f.Add("d.yaml", "rules:\n  - table: filter\n    chain: INPUT\n    name: ssh\n    spec: -p tcp --dport 22 -j ACCEPT\n")
+	f.Add("d.json", `{"routes":[{"prefix":"2001:db8::/32","type":"blackhole"}]}`)
+	f.Add("d.yaml", "routes: [{prefix: 10.0.0.0/8, via: 10.0.0.1}]")
+	f.Fuzz(func(t *testing.T, path, data string) {
+		df, err := decodeDesired(path, []byte(data))
+		if err != nil {
+			return
+		}
+		validateAll("sysctls", df.Sysctls, func(s *sysctl.Sysctl) index.Key { return index.String(s.Name) })
+		validateAll("routes", df.Routes, func(r *routes.Route) index.Key { return r.Key().Encode() })
+		validateAll("rules", df.Rules, func(r *iptables.Rule) index.Key { return index.String(r.Key()) })
+	})
+}
