@@ -28,7 +28,7 @@ func (o *observer[T]) run(ctx context.Context, env env) {
 	done := make(chan error, 1)
 	env.health.OK("observing")
 	next := func(v T) {
-		if err := o.fn(ctx, v); err != nil {
+		if err := safely(env.log, o.name, func() error { return o.fn(ctx, v) }); err != nil {
 			if ctx.Err() == nil {
 				env.health.Degraded("handling a value failed", err)
 				env.log.Warn("Observer job failed to handle a value", "job", o.name, "error", err)

@@ -69,7 +69,7 @@ func (o *oneShot) run(ctx context.Context, env env) {
 	backoff := o.minBackoff
 	for attempt := 0; ; attempt++ {
 		env.health.OK("running")
-		err := o.fn(ctx, env.health)
+		err := safely(env.log, o.name, func() error { return o.fn(ctx, env.health) })
 		if err == nil {
 			env.health.Stopped("done")
 			return

@@ -83,7 +83,7 @@ func (t *timer) run(ctx context.Context, env env) {
 		case <-tick:
 		case <-trig:
 		}
-		err := t.fn(ctx)
+		err := safely(env.log, t.name, func() error { return t.fn(ctx) })
 		if ctx.Err() != nil {
 			return
 		}
