@@ -34,8 +34,17 @@ type Metrics interface {
 // NopMetrics discards every measurement.
 type NopMetrics struct{}
 
+// OperationDone implements Metrics.
 func (NopMetrics) OperationDone(string, Operation, time.Duration, int, int) {}
-func (NopMetrics) FullReconciliationDone(string, time.Duration, error)      {}
-func (NopMetrics) PruneDone(string, time.Duration, error)                   {}
-func (NopMetrics) Errors(string, int)                                       {}
-func (NopMetrics) QueuedRetries(string, int)                                {}
+
+// FullReconciliationDone implements Metrics.
+func (NopMetrics) FullReconciliationDone(string, time.Duration, error) {}
+
+// PruneDone implements Metrics.
+func (NopMetrics) PruneDone(string, time.Duration, error) {}
+
+// Errors implements Metrics.
+func (NopMetrics) Errors(string, int) {}
+
+// QueuedRetries implements Metrics.
+func (NopMetrics) QueuedRetries(string, int) {}

@@ -66,6 +66,7 @@ func result(err error) string {
 	return "ok"
 }
 
+// OperationDone implements Metrics.
 func (m *PrometheusMetrics) OperationDone(name string, op Operation, d time.Duration, n, errors int) {
 	m.opDuration.WithLabelValues(name, string(op)).Observe(d.Seconds())
 	if ok := n - errors; ok > 0 {
@@ -76,18 +77,22 @@ func (m *PrometheusMetrics) OperationDone(name string, op Operation, d time.Dura
 	}
 }
 
+// FullReconciliationDone implements Metrics.
 func (m *PrometheusMetrics) FullReconciliationDone(name string, d time.Duration, err error) {
 	m.fullDuration.WithLabelValues(name, result(err)).Observe(d.Seconds())
 }
 
+// PruneDone implements Metrics.
 func (m *PrometheusMetrics) PruneDone(name string, d time.Duration, err error) {
 	m.pruneDur.WithLabelValues(name, result(err)).Observe(d.Seconds())
 }
 
+// Errors implements Metrics.
 func (m *PrometheusMetrics) Errors(name string, n int) {
 	m.errors.WithLabelValues(name).Set(float64(n))
 }
 
+// QueuedRetries implements Metrics.
 func (m *PrometheusMetrics) QueuedRetries(name string, n int) {
 	m.retries.WithLabelValues(name).Set(float64(n))
 }

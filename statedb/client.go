@@ -47,6 +47,7 @@ type APIError struct {
 	Message    string
 }
 
+// Error implements error.
 func (e *APIError) Error() string {
 	return fmt.Sprintf("statedb API: %s (HTTP %d)", e.Message, e.StatusCode)
 }

@@ -9,7 +9,9 @@ import (
 type DeriveResult int
 
 const (
-	// DeriveSkip leaves the output table alone for this change.
+	// DeriveSkip leaves the output table alone for this change. To drop an
+	// object that an earlier version of the input produced, return
+	// DeriveDelete instead.
 	DeriveSkip DeriveResult = iota
 	// DeriveInsert inserts or replaces the transformed object.
 	DeriveInsert

@@ -25,9 +25,20 @@ type Metrics interface {
 // NopMetrics discards every measurement.
 type NopMetrics struct{}
 
+// WriteTxnLockWait implements Metrics.
 func (NopMetrics) WriteTxnLockWait(string, time.Duration) {}
+
+// WriteTxnDuration implements Metrics.
 func (NopMetrics) WriteTxnDuration(string, time.Duration) {}
-func (NopMetrics) TableObjects(string, int)               {}
-func (NopMetrics) TableRevision(string, Revision)         {}
-func (NopMetrics) TableGraveyardObjects(string, int)      {}
-func (NopMetrics) ChangeIterators(string, int)            {}
+
+// TableObjects implements Metrics.
+func (NopMetrics) TableObjects(string, int) {}
+
+// TableRevision implements Metrics.
+func (NopMetrics) TableRevision(string, Revision) {}
+
+// TableGraveyardObjects implements Metrics.
+func (NopMetrics) TableGraveyardObjects(string, int) {}
+
+// ChangeIterators implements Metrics.
+func (NopMetrics) ChangeIterators(string, int) {}

@@ -63,26 +63,32 @@ func NewPrometheusMetrics(reg prometheus.Registerer) (*PrometheusMetrics, error)
 	return m, nil
 }
 
+// WriteTxnLockWait implements Metrics.
 func (m *PrometheusMetrics) WriteTxnLockWait(table string, d time.Duration) {
 	m.lockWait.WithLabelValues(table).Observe(d.Seconds())
 }
 
+// WriteTxnDuration implements Metrics.
 func (m *PrometheusMetrics) WriteTxnDuration(table string, d time.Duration) {
 	m.txnDuration.WithLabelValues(table).Observe(d.Seconds())
 }
 
+// TableObjects implements Metrics.
 func (m *PrometheusMetrics) TableObjects(table string, n int) {
 	m.objects.WithLabelValues(table).Set(float64(n))
 }
 
+// TableRevision implements Metrics.
 func (m *PrometheusMetrics) TableRevision(table string, rev Revision) {
 	m.revision.WithLabelValues(table).Set(float64(rev))
 }
 
+// TableGraveyardObjects implements Metrics.
 func (m *PrometheusMetrics) TableGraveyardObjects(table string, n int) {
 	m.graveyard.WithLabelValues(table).Set(float64(n))
 }
 
+// ChangeIterators implements Metrics.
 func (m *PrometheusMetrics) ChangeIterators(table string, n int) {
 	m.iterators.WithLabelValues(table).Set(float64(n))
 }

@@ -11,11 +11,13 @@
 package netnsutil
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
+	"sync/atomic"
 	"testing"
 
 	"github.com/vishvananda/netns"
@@ -84,7 +86,7 @@ func (ns NS) CommandStdin(stdin []byte, name string, args ...string) ([]byte, er
 	var out []byte
 	err := ns.Do(func() error {
 		cmd := exec.Command(name, args...)
-		cmd.Stdin = bytesReader(stdin)
+		cmd.Stdin = bytes.NewReader(stdin)
 		var err error
 		out, err = cmd.CombinedOutput()
 		if err != nil {
@@ -164,12 +166,15 @@ func RequireCommand(t testing.TB, name string) {
 	t.Skipf("skipping: %s is not installed", name)
 }
 
+// testNamespaces numbers the namespaces NewTestNS creates.
+var testNamespaces atomic.Int64
+
 // NewTestNS creates a named namespace for the test and deletes it when the
 // test ends.
 func NewTestNS(t testing.TB) NS {
 	t.Helper()
 	RequireRoot(t)
-	name := fmt.Sprintf("ss-test-%d-%d", os.Getpid(), nextID())
+	name := fmt.Sprintf("ss-test-%d-%d", os.Getpid(), testNamespaces.Add(1))
 	ns, del, err := NewNamed(name)
 	if err != nil {
 		t.Fatal(err)
