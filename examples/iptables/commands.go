@@ -13,13 +13,9 @@ import (
 
 // The iptables commands, run inside the target's namespace.
 
-// saveAsync reads the tables of chains with iptables-save in the
-// background; the function it returns waits for the result.
-func (t *Target) saveAsync(ctx context.Context, chains map[chainID]int) func() (map[string]*tableState, error) {
-	tables := map[string]bool{}
-	for c := range chains {
-		tables[c.table] = true
-	}
+// saveAsync reads tables with iptables-save in the background; the
+// function it returns waits for the result, and must be called.
+func (t *Target) saveAsync(ctx context.Context, tables map[string]bool) func() (map[string]*tableState, error) {
 	type result struct {
 		state map[string]*tableState
 		err   error
@@ -56,7 +52,7 @@ func (t *Target) save(ctx context.Context, table string) (*tableState, error) {
 	if st := state[table]; st != nil {
 		return st, nil
 	}
-	return &tableState{chains: map[string]bool{}, owned: map[string][]ownedRule{}, hooks: map[hookKey]int{}}, nil
+	return newTableState(), nil
 }
 
 // restore runs iptables-restore --noflush with input. On failure it

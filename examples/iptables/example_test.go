@@ -37,6 +37,6 @@ func Example() {
 	}
 	// iptables-save now shows, in table filter:
 	//   -A INPUT -m comment --comment "steadystate:hook" -j STEADYSTATE-INPUT
-	//   -A STEADYSTATE-INPUT -p tcp -m tcp --dport 22 -m comment --comment "ssh/..." -j ACCEPT
-	//   -A STEADYSTATE-INPUT -m comment --comment "drop-rest/..." -j DROP
+	//   -A STEADYSTATE-INPUT -p tcp -m tcp --dport 22 -j ACCEPT
+	//   -A STEADYSTATE-INPUT -j DROP
 }

@@ -2,8 +2,6 @@ package iptables
 
 import (
 	gocmp "cmp"
-	"hash/fnv"
-	"io"
 	"slices"
 	"sort"
 	"strconv"
@@ -15,26 +13,16 @@ type desiredRule struct {
 	key  string
 	name string
 	prio int
-	hash string // of the canonical spec; carried in the comment
-	args string // canonical spec
+	args string // canonical spec: what is written after "-A <chain> "
 }
 
 // newDesiredRule checks r and prepares it; errors are those of Validate.
 func newDesiredRule(r *Rule) (desiredRule, error) {
-	argv, err := r.check()
+	args, err := r.canonical()
 	if err != nil {
 		return desiredRule{}, err
 	}
-	args := joinArgs(argv)
-	h := fnv.New64a()
-	io.WriteString(h, args)
-	var hash [16]byte
-	sum := h.Sum64()
-	for i := range hash {
-		hash[15-i] = "0123456789abcdef"[sum&0xf]
-		sum >>= 4
-	}
-	return desiredRule{key: r.Key(), name: r.Name, prio: r.Priority, hash: string(hash[:]), args: args}, nil
+	return desiredRule{key: r.Key(), name: r.Name, prio: r.Priority, args: args}, nil
 }
 
 // sortDesired orders rules as they go into their chain: by priority, then
@@ -89,9 +77,11 @@ func (in *restoreInput) rule(n int) string {
 type chainPlan struct {
 	table, from, owned string // iptables table, built-in chain, owned chain
 	desired            []desiredRule
-	// pruneOnly keeps every rule whose name is desired, whatever its
-	// spec and position, and adds nothing: what Prune does.
-	pruneOnly bool
+	// actual is the chain's content as identify found it; set by apply.
+	actual []chainRule
+	// result is the chain's content once the commands are applied, with
+	// the iptables-save text of the rules that stayed; set by commands.
+	result []chainRule
 }
 
 // hookSpec is the jump rule (after the chain) that hooks owned into its
@@ -103,7 +93,7 @@ func hookSpec(owned string) string {
 // declare appends the chain declarations the plan needs; they go before
 // any rule of the table's section.
 func (p *chainPlan) declare(in *restoreInput, st *tableState) {
-	if len(p.desired) > 0 && !p.pruneOnly && !st.chains[p.owned] {
+	if len(p.desired) > 0 && !st.chains[p.owned] {
 		in.addCmd("", ":", p.owned, " - [0:0]")
 	}
 }
@@ -112,9 +102,11 @@ func (p *chainPlan) declare(in *restoreInput, st *tableState) {
 // position, highest first, and then inserted in their final order, each
 // at its final position, so that rules that are already right stay in
 // place and no packet sees a half-filled chain within the atomic batch.
+// When no rule stays, the chain is flushed instead (one command, not one
+// per rule).
 func (p *chainPlan) commands(in *restoreInput, st *tableState) {
-	actual := st.owned[p.owned]
 	exists := st.chains[p.owned]
+	p.result = nil
 	if len(p.desired) == 0 {
 		// No desired rules: unhook the chain and remove it.
 		for hk, n := range st.hooks {
@@ -131,22 +123,31 @@ func (p *chainPlan) commands(in *restoreInput, st *tableState) {
 	}
 	p.hooks(in, st)
 
-	kept := p.keep(actual)
-	for pos := len(actual); pos >= 1; pos-- {
-		if !kept[pos-1] {
-			in.addCmd("", "-D ", p.owned, " ", strconv.Itoa(pos))
+	kept := p.keep()
+	nKept := 0
+	for _, k := range kept {
+		if k {
+			nKept++
 		}
 	}
-	if p.pruneOnly {
-		return
+	if nKept == 0 && len(p.actual) > 0 {
+		in.addCmd("", "-F ", p.owned)
+	} else {
+		for pos := len(p.actual); pos >= 1; pos-- {
+			if !kept[pos-1] {
+				in.addCmd("", "-D ", p.owned, " ", strconv.Itoa(pos))
+			}
+		}
 	}
+	p.result = make([]chainRule, len(p.desired))
 	present := make([]bool, len(p.desired))
 	maxKept := -1
 	idx := p.index()
-	for i, r := range actual {
+	for i, r := range p.actual {
 		if kept[i] {
 			d := idx[r.name]
 			present[d] = true
+			p.result[d] = r
 			maxKept = max(maxKept, d)
 		}
 	}
@@ -154,11 +155,11 @@ func (p *chainPlan) commands(in *restoreInput, st *tableState) {
 		if present[i] {
 			continue
 		}
-		comment := quoteArg(ruleComment(d.name, d.hash))
+		p.result[i] = chainRule{name: d.name, args: d.args}
 		if i > maxKept {
-			in.addCmd(d.key, "-A ", p.owned, " -m comment --comment ", comment, " ", d.args)
+			in.addCmd(d.key, "-A ", p.owned, " ", d.args)
 		} else {
-			in.addCmd(d.key, "-I ", p.owned, " ", strconv.Itoa(i+1), " -m comment --comment ", comment, " ", d.args)
+			in.addCmd(d.key, "-I ", p.owned, " ", strconv.Itoa(i+1), " ", d.args)
 		}
 	}
 }
@@ -179,7 +180,7 @@ func (p *chainPlan) hooks(in *restoreInput, st *tableState) {
 			in.addCmd("", "-D ", hk.From, " ", hookSpec(p.owned))
 		}
 	}
-	if !found && !p.pruneOnly {
+	if !found {
 		in.addCmd("", "-I ", p.from, " 1 ", hookSpec(p.owned))
 	}
 }
@@ -192,26 +193,20 @@ func (p *chainPlan) index() map[string]int {
 	return idx
 }
 
-// keep returns which actual rules stay. Normally: those whose name and
-// hash match a desired rule and that are already in desired order (the
-// longest such sequence, so the fewest rules move). With pruneOnly: the
-// first rule of each desired name.
-func (p *chainPlan) keep(actual []ownedRule) []bool {
-	kept := make([]bool, len(actual))
+// keep returns which actual rules stay: those identified as a desired
+// rule written with its current spec, and already in desired order (the
+// longest such sequence, so the fewest rules move).
+func (p *chainPlan) keep() []bool {
+	kept := make([]bool, len(p.actual))
 	idx := p.index()
-	seen := make(map[string]bool, len(actual))
+	seen := make(map[string]bool, len(p.actual))
 	var pos, order []int // candidate positions in actual, and their desired index
-	for i, r := range actual {
+	for i, r := range p.actual {
 		d, ok := idx[r.name]
 		if !ok || r.name == "" || seen[r.name] {
 			continue
 		}
-		if p.pruneOnly {
-			seen[r.name] = true
-			kept[i] = true
-			continue
-		}
-		if p.desired[d].hash == r.hash {
+		if p.desired[d].args == r.args {
 			seen[r.name] = true
 			pos = append(pos, i)
 			order = append(order, d)

@@ -15,23 +15,22 @@ const HookComment = "steadystate:hook"
 // target cares: which chains exist, the rules of its own chains, and its
 // hook rules. Foreign rules are only skipped over.
 type tableState struct {
-	chains map[string]bool        // every chain of the table
-	owned  map[string][]ownedRule // the rules of each owned chain, in order
-	hooks  map[hookKey]int        // number of hook rules from a chain to an owned chain
+	chains map[string]bool     // every chain of the table
+	owned  map[string][]string // the rules (whole lines) of each owned chain, in order
+	hooks  map[hookKey]int     // number of hook rules from a chain to an owned chain
 }
 
-// ownedRule is a rule found in an owned chain.
-type ownedRule struct {
-	name string // from the comment; "" if the rule has no comment of the target
-	hash string
+func newTableState() *tableState {
+	return &tableState{chains: map[string]bool{}, owned: map[string][]string{}, hooks: map[hookKey]int{}}
 }
 
 // hookKey names a hook: a jump from chain From into the owned chain To.
 type hookKey struct{ From, To string }
 
-// parseSave parses iptables-save output. Rules are examined only in chains
+// parseSave parses iptables-save output. Rules are kept only in chains
 // whose name starts with prefix+"-" (the target's own) and, in other
-// chains, only lines that mention HookComment. Errors name the line.
+// chains, only lines that mention HookComment are examined. Errors name
+// the line.
 func parseSave(data []byte, prefix string) (map[string]*tableState, error) {
 	owned := prefix + "-"
 	tables := map[string]*tableState{}
@@ -56,7 +55,7 @@ func parseSave(data []byte, prefix string) (map[string]*tableState, error) {
 			}
 			cur = tables[name]
 			if cur == nil {
-				cur = &tableState{chains: map[string]bool{}, owned: map[string][]ownedRule{}, hooks: map[hookKey]int{}}
+				cur = newTableState()
 				tables[name] = cur
 			}
 		case string(line) == "COMMIT":
@@ -82,13 +81,9 @@ func parseSave(data []byte, prefix string) (map[string]*tableState, error) {
 				return nil, bad("rule without a chain")
 			}
 			if strings.HasPrefix(chain, owned) {
-				args, err := splitSaveArgs(rest)
-				if err != nil {
-					return nil, bad(err.Error())
-				}
-				r := ownedRule{}
-				r.name, r.hash, _ = parseRuleComment(argAfter(args, "--comment"))
-				cur.owned[chain] = append(cur.owned[chain], r)
+				// Kept whole: the target recognizes its rules by their
+				// text (see identify).
+				cur.owned[chain] = append(cur.owned[chain], string(line))
 			} else if strings.Contains(rest, HookComment) {
 				args, err := splitSaveArgs(rest)
 				if err != nil {
@@ -124,22 +119,6 @@ func argAfter(args []string, opt string) string {
 		}
 	}
 	return ""
-}
-
-// ruleComment returns the comment of a rule: name, "/", hash.
-func ruleComment(name, hash string) string { return name + "/" + hash }
-
-// parseRuleComment splits a comment made by ruleComment.
-func parseRuleComment(c string) (name, hash string, ok bool) {
-	i := strings.LastIndexByte(c, '/')
-	if i < 0 {
-		return "", "", false
-	}
-	name, hash = c[:i], c[i+1:]
-	if validName(name) != "" || len(hash) != 16 || strings.Trim(hash, "0123456789abcdef") != "" {
-		return "", "", false
-	}
-	return name, hash, true
 }
 
 // splitSaveArgs splits a line of iptables-save output: blanks separate

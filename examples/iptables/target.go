@@ -63,45 +63,45 @@ type Target struct {
 	restoreCmd, saveCmd string
 
 	mu sync.Mutex
-	// rejected holds, by key, the spec hash of rules iptables-restore
+	// rejected holds, by key, the canonical spec of rules iptables-restore
 	// rejected. They are left out of batches for other rules (so one bad
 	// rule costs no extra iptables-restore per round) until the rule
 	// changes or is retried on its own.
 	rejected map[string]string
-	// prepared caches the checked and rendered form of each desired
-	// object (objects are immutable), so that a rule is parsed once, not
-	// in every batch that touches its chain. latest holds the object each
-	// key was last prepared from, so replaced versions are dropped.
-	prepared map[*Rule]preparedRule
-	latest   map[string]*Rule
+	// prepared caches, by rule, the checked and rendered form of the
+	// object it was last prepared from (objects are immutable), so that a
+	// rule is parsed once, not in every batch that touches its chain.
+	prepared map[ruleID]preparedRule
+	// written is what the target last wrote into each owned chain it
+	// manages, in chain order: how it recognizes its rules (see identify).
+	written map[recordKey][]chainRule
 }
 
+// ruleID is a rule's primary key, as a map key that costs no allocation.
+type ruleID struct{ table, chain, name string }
+
+func idOf(r *Rule) ruleID { return ruleID{r.Table, r.Chain, r.Name} }
+
 type preparedRule struct {
+	obj *Rule
 	d   desiredRule
 	err error
 }
 
 // prepare returns r checked and rendered (see newDesiredRule), from the
-// cache if r was prepared before. t.mu is held.
+// cache if r was prepared before. The key is set even on error. t.mu is
+// held.
 func (t *Target) prepare(r *Rule) (desiredRule, error) {
-	if p, ok := t.prepared[r]; ok {
+	id := idOf(r)
+	if p, ok := t.prepared[id]; ok && p.obj == r {
 		return p.d, p.err
 	}
-	key := r.Key()
-	t.forget(key)
 	d, err := newDesiredRule(r)
-	d.key = key
-	t.prepared[r] = preparedRule{d: d, err: err}
-	t.latest[key] = r
-	return d, err
-}
-
-// forget drops the cached form of key. t.mu is held.
-func (t *Target) forget(key string) {
-	if old, ok := t.latest[key]; ok {
-		delete(t.prepared, old)
-		delete(t.latest, key)
+	if err != nil {
+		d = desiredRule{key: r.Key()}
 	}
+	t.prepared[id] = preparedRule{obj: r, d: d, err: err}
+	return d, err
 }
 
 var (
@@ -133,8 +133,8 @@ func NewTarget(cfg TargetConfig) (*Target, error) {
 		ns: cfg.NetNS, rules: cfg.Rules, prefix: cfg.ChainPrefix,
 		restoreCmd: cfg.RestoreCommand, saveCmd: cfg.SaveCommand,
 		rejected: map[string]string{},
-		prepared: map[*Rule]preparedRule{},
-		latest:   map[string]*Rule{},
+		prepared: map[ruleID]preparedRule{},
+		written:  map[recordKey][]chainRule{},
 	}, nil
 }
 
@@ -186,7 +186,6 @@ type chainID struct{ table, chain string }
 func (t *Target) syncBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*Rule], deleted bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-
 	if txn == nil {
 		// Without the snapshot the other rules of the chains are unknown,
 		// and rewriting the chains would drop them.
@@ -195,9 +194,18 @@ func (t *Target) syncBatch(ctx context.Context, txn statedb.ReadTxn, batch []rec
 		}
 		return
 	}
+	// Read the real state while the desired state is worked out.
+	tables := map[string]bool{}
+	for i := range batch {
+		if tbl := batch[i].Object.Table; builtinChains[tbl] != nil {
+			tables[tbl] = true
+		}
+	}
+	saved := t.saveAsync(ctx, tables)
 	// The batch's objects override the snapshot: they are what the
 	// reconciler asks for.
 	entries := make(map[string]*batchItem, len(batch))
+	items := make([]batchItem, len(batch))
 	chains := map[chainID]int{} // number of entries per chain
 	for i := range batch {
 		e := &batch[i]
@@ -209,22 +217,26 @@ func (t *Target) syncBatch(ctx context.Context, txn statedb.ReadTxn, batch []rec
 			}
 			continue // an invalid rule was never applied: nothing to delete
 		}
-		entries[d.key] = &batchItem{entry: e, d: d}
+		items[i] = batchItem{entry: e, d: d}
+		entries[d.key] = &items[i]
 		chains[chainID{e.Object.Table, e.Object.Chain}]++
 		if deleted {
-			t.forget(d.key)
+			delete(t.prepared, idOf(e.Object))
 		}
 	}
 	if len(chains) == 0 {
+		saved() // not needed after all
 		return
 	}
-	// Read the real state while the desired state is worked out.
-	saved := t.saveAsync(ctx, chains)
-	desired := map[chainID][]desiredRule{}
+	plans := make([]*chainPlan, 0, len(chains))
 	for c, n := range chains {
-		desired[c] = t.desiredChain(txn, c, n, entries, deleted)
+		plans = append(plans, &chainPlan{table: c.table, from: c.chain, owned: t.ChainName(c.chain), desired: t.desiredChain(txn, c, n, entries, deleted)})
 	}
-	culprits, err := t.apply(ctx, chains, desired, saved)
+	state, err := saved()
+	var culprits map[string]error
+	if err == nil {
+		culprits, err = t.apply(ctx, plans, state)
+	}
 	for key, cerr := range culprits {
 		if it, ok := entries[key]; ok && !deleted {
 			it.entry.Result = reconciler.Terminal(cerr)
@@ -264,7 +276,7 @@ func (t *Target) desiredChain(txn statedb.ReadTxn, c chainID, n int, entries map
 			if !deleted {
 				out = append(out, it.d)
 			}
-		} else if t.rejected[d.key] != d.hash {
+		} else if t.rejected[d.key] != d.args {
 			out = append(out, d)
 		}
 	}
@@ -280,46 +292,58 @@ func (t *Target) desiredChain(txn statedb.ReadTxn, c chainID, n int, entries map
 	return out
 }
 
-// apply runs the plans of chains in one iptables-restore, leaving out and
+// apply runs the plans in one iptables-restore, leaving out and
 // reporting (in culprits, by key) rules that iptables-restore rejects.
-func (t *Target) apply(ctx context.Context, chains map[chainID]int, desired map[chainID][]desiredRule, saved func() (map[string]*tableState, error)) (culprits map[string]error, err error) {
-	state, err := saved()
-	if err != nil {
-		return nil, err
-	}
-	var plans []*chainPlan
-	for c := range chains {
-		plans = append(plans, &chainPlan{table: c.table, from: c.chain, owned: t.ChainName(c.chain), desired: desired[c]})
-	}
+// state is what iptables-save showed of the plans' tables. On success the
+// record of each chain becomes what was written.
+func (t *Target) apply(ctx context.Context, plans []*chainPlan, state map[string]*tableState) (culprits map[string]error, err error) {
 	sort.Slice(plans, func(i, j int) bool {
-		return plans[i].table < plans[j].table || plans[i].table == plans[j].table && plans[i].from < plans[j].from
+		return plans[i].table < plans[j].table || plans[i].table == plans[j].table && plans[i].owned < plans[j].owned
 	})
+	for _, p := range plans {
+		if st := state[p.table]; st != nil {
+			p.actual = identify(t.written[recordKey{p.table, p.owned}], st.owned[p.owned])
+		}
+	}
 	culprits = map[string]error{}
 	for {
 		in := buildInput(plans, state)
-		if in.cmds == 0 {
-			return culprits, nil
-		}
-		msg, err := t.restore(ctx, in.buf)
-		if err == nil {
-			return culprits, nil
-		}
-		key := in.rule(errorLine(msg))
-		if key == "" || len(culprits) >= MaxCulpritsPerBatch {
-			return culprits, err
-		}
-		// Leave the rejected rule out and try again; the failed
-		// iptables-restore changed nothing.
-		for _, p := range plans {
-			for i, d := range p.desired {
-				if d.key == key {
-					t.rejected[key] = d.hash
-					p.desired = append(p.desired[:i:i], p.desired[i+1:]...)
-					break
+		if in.cmds > 0 {
+			msg, err := t.restore(ctx, in.buf)
+			if err != nil {
+				key := in.rule(errorLine(msg))
+				if key == "" || len(culprits) >= MaxCulpritsPerBatch {
+					return culprits, err
 				}
+				// Leave the rejected rule out and try again; the failed
+				// iptables-restore changed nothing.
+				t.dropRejected(plans, key)
+				culprits[key] = fmt.Errorf("iptables rejected rule %s: %s", key, msg)
+				continue
 			}
 		}
-		culprits[key] = fmt.Errorf("iptables rejected rule %s: %s", key, msg)
+		for _, p := range plans {
+			if k := (recordKey{p.table, p.owned}); len(p.desired) == 0 {
+				delete(t.written, k)
+			} else {
+				t.written[k] = p.result
+			}
+		}
+		return culprits, nil
+	}
+}
+
+// dropRejected removes the rule key from the plans and remembers it as
+// rejected.
+func (t *Target) dropRejected(plans []*chainPlan, key string) {
+	for _, p := range plans {
+		for i, d := range p.desired {
+			if d.key == key {
+				t.rejected[key] = d.args
+				p.desired = append(p.desired[:i:i], p.desired[i+1:]...)
+				return
+			}
+		}
 	}
 }
 
@@ -329,7 +353,7 @@ func buildInput(plans []*chainPlan, state map[string]*tableState) *restoreInput 
 	size, lines := 0, 0
 	for _, p := range plans {
 		for _, d := range p.desired {
-			size += len(d.args) + len(d.name) + 64
+			size += len(d.args) + len(p.owned) + 16
 		}
 		lines += len(p.desired) + 8
 	}
@@ -353,12 +377,18 @@ func buildInput(plans []*chainPlan, state map[string]*tableState) *restoreInput 
 	return in
 }
 
-// Prune removes from the target's chains every rule whose name is not
-// desired (and rules without the target's comment, and duplicates), and
-// unhooks and deletes each of its chains that has no desired rule; all in
-// one iptables-restore. It adds and reorders nothing: the refresh of the
-// full reconciliation that follows does that. Rules outside its chains
-// are never touched, except its own hooks.
+// Prune brings every chain of the target that exists into its desired
+// state (the rules of desired in that chain): rules that are not desired,
+// duplicates, strays and rules changed behind the target's back are
+// deleted, and missing rules are put back, all in one iptables-restore.
+// A chain whose content the target cannot recognize (a new target, after
+// a restart) is rewritten whole in that batch. Chains without desired
+// rules are unhooked and deleted. Chains that do not exist are left to the
+// refresh of the full reconciliation that follows. Rules outside its
+// chains are never touched, except its own hooks. Invalid rules and rules
+// iptables rejected before are left out; a rule iptables rejects now is
+// left out too (its Update reports it). Errors are iptables-save's and
+// iptables-restore's.
 func (t *Target) Prune(ctx context.Context, _ statedb.ReadTxn, desired iter.Seq2[*Rule, statedb.Revision]) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -370,18 +400,25 @@ func (t *Target) Prune(ctx context.Context, _ statedb.ReadTxn, desired iter.Seq2
 	if err != nil {
 		return err
 	}
-	want := map[string][]desiredRule{} // by table + " " + owned chain
+	want := map[recordKey][]desiredRule{}
 	keys := map[string]bool{}
 	for r := range desired {
-		keys[r.Key()] = true
-		if _, ok := builtinChains[r.Table]; ok && validName(r.Name) == "" {
-			k := r.Table + " " + t.ChainName(r.Chain)
-			want[k] = append(want[k], desiredRule{key: r.Key(), name: r.Name})
+		d, err := t.prepare(r)
+		keys[d.key] = true
+		if err != nil || t.rejected[d.key] == d.args {
+			continue
+		}
+		k := recordKey{r.Table, t.ChainName(r.Chain)}
+		want[k] = append(want[k], d)
+	}
+	for id, p := range t.prepared {
+		if !keys[p.d.key] {
+			delete(t.prepared, id)
 		}
 	}
-	for key := range t.latest {
+	for key := range t.rejected {
 		if !keys[key] {
-			t.forget(key)
+			delete(t.rejected, key)
 		}
 	}
 	var plans []*chainPlan
@@ -396,17 +433,16 @@ func (t *Target) Prune(ctx context.Context, _ statedb.ReadTxn, desired iter.Seq2
 			owned[hk.To] = true
 		}
 		for c := range owned {
-			from := strings.TrimPrefix(c, t.prefix+"-")
-			plans = append(plans, &chainPlan{table: tbl, from: from, owned: c, desired: want[tbl+" "+c], pruneOnly: true})
+			d := want[recordKey{tbl, c}]
+			sortDesired(d)
+			plans = append(plans, &chainPlan{table: tbl, from: strings.TrimPrefix(c, t.prefix+"-"), owned: c, desired: d})
 		}
 	}
-	sort.Slice(plans, func(i, j int) bool {
-		return plans[i].table < plans[j].table || plans[i].table == plans[j].table && plans[i].owned < plans[j].owned
-	})
-	in := buildInput(plans, state)
-	if in.cmds == 0 {
-		return nil
+	for k := range t.written {
+		if st := state[k.table]; st == nil || !st.chains[k.owned] {
+			delete(t.written, k)
+		}
 	}
-	_, err = t.restore(ctx, in.buf)
+	_, err = t.apply(ctx, plans, state)
 	return err
 }

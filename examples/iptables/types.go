@@ -21,8 +21,8 @@ type Rule struct {
 	// Chain is the built-in chain the rule hooks into, e.g. INPUT,
 	// FORWARD, POSTROUTING; it must exist in Table.
 	Chain string `json:"chain" yaml:"chain"`
-	// Name identifies the rule within its table and chain. It is carried
-	// in the rule's comment, which is how the target finds its rules.
+	// Name identifies the rule within its table and chain; with Priority
+	// it orders the chain.
 	Name string `json:"name" yaml:"name"`
 	// Priority orders the rules of a chain: lower first, ties by Name.
 	Priority int `json:"priority,omitempty" yaml:"priority,omitempty"`
@@ -36,8 +36,7 @@ type Rule struct {
 
 // Limits of Validate.
 const (
-	// MaxNameLen is the longest Name: the comment holds the name, a "/"
-	// and a 16-digit hash within iptables' 255 characters.
+	// MaxNameLen is the longest Name.
 	MaxNameLen = 200
 	// MaxSpecLen is the longest Spec.
 	MaxSpecLen = 4096
@@ -76,7 +75,7 @@ var standardTargets = func() map[string]bool {
 }()
 
 // forbiddenOptions select a command, a table or a comment: the target
-// supplies those itself.
+// supplies the first two itself, and keeps comments for its hooks.
 var forbiddenOptions = map[string]string{
 	"-A": "a command", "--append": "a command", "-I": "a command", "--insert": "a command",
 	"-D": "a command", "--delete": "a command", "-R": "a command", "--replace": "a command",
@@ -85,7 +84,7 @@ var forbiddenOptions = map[string]string{
 	"-Z": "a command", "--zero": "a command", "-N": "a command", "--new-chain": "a command",
 	"-X": "a command", "--delete-chain": "a command", "-P": "a command", "--policy": "a command",
 	"-E": "a command", "--rename-chain": "a command", "-t": "a table", "--table": "a table",
-	"--comment": "a comment (the target's comment carries the rule name)",
+	"--comment": "a comment (the target reserves comments for its hooks)",
 }
 
 // Key returns the primary key "table/chain/name".
@@ -136,12 +135,50 @@ func (r *Rule) Equal(o *Rule) bool {
 // short options (-jACCEPT); and -j/-g only into StandardTargets. Errors
 // wrap ErrInvalid and name the rule and the field.
 func (r *Rule) Validate() error {
-	_, err := r.check()
+	_, err := r.check(nil)
 	return err
 }
 
-// check is Validate; it also returns the spec's arguments.
-func (r *Rule) check() ([]string, error) {
+// canonical is Validate; it also returns the spec with normalized spacing
+// and quoting, which is r.Spec itself when that is canonical already.
+func (r *Rule) canonical() (string, error) {
+	var buf [32]string // the arguments stay on the stack
+	args, err := r.check(buf[:0])
+	if err != nil {
+		return "", err
+	}
+	if isCanonical(r.Spec) {
+		return r.Spec, nil
+	}
+	return joinArgs(args), nil
+}
+
+// isCanonical reports whether joinArgs(splitArgs(spec)) == spec for a
+// spec specArgs accepts: no quotes or tabs, and single spaces between
+// arguments only.
+func isCanonical(spec string) bool {
+	if spec == "" {
+		return true
+	}
+	if spec[0] == ' ' || spec[len(spec)-1] == ' ' {
+		return false
+	}
+	for i := 0; i < len(spec); i++ {
+		switch spec[i] {
+		case '"', '\t':
+			return false
+		case ' ':
+			if spec[i+1] == ' ' {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// check is Validate; it also returns the spec's arguments, appended to
+// buf.
+func (r *Rule) check(buf []string) ([]string, error) {
 	bad := func(field, format string, args ...any) error {
 		return fmt.Errorf("%w %s: field %s: %s", ErrInvalid, r.Key(), field, fmt.Sprintf(format, args...))
 	}
@@ -159,7 +196,7 @@ func (r *Rule) check() ([]string, error) {
 	if err := validName(r.Name); err != "" {
 		return nil, bad("name", "%q: %s", r.Name, err)
 	}
-	args, err := specArgs(r.Spec)
+	args, err := appendSpecArgs(buf, r.Spec)
 	if err != nil {
 		return nil, bad("spec", "%v", err)
 	}
@@ -184,7 +221,10 @@ func validName(name string) string {
 }
 
 // specArgs splits and checks a spec (see Validate).
-func specArgs(spec string) ([]string, error) {
+func specArgs(spec string) ([]string, error) { return appendSpecArgs(nil, spec) }
+
+// appendSpecArgs is specArgs appending to args.
+func appendSpecArgs(args []string, spec string) ([]string, error) {
 	if len(spec) > MaxSpecLen {
 		return nil, fmt.Errorf("longer than %d bytes", MaxSpecLen)
 	}
@@ -200,16 +240,19 @@ func specArgs(spec string) ([]string, error) {
 			return nil, fmt.Errorf("character %q at byte %d is not printable ASCII", c, i)
 		}
 	}
-	args, err := splitArgs(spec)
+	args, err := appendSplitArgs(args, spec)
 	if err != nil {
 		return nil, err
 	}
 	for i, a := range args {
+		if a == "" || a[0] != '-' {
+			continue // a value: only options are checked
+		}
 		if why, ok := forbiddenOptions[a]; ok {
 			return nil, fmt.Errorf("option %s selects %s and is not allowed in a spec", a, why)
 		}
 		if (a == "-m" || a == "--match") && i+1 < len(args) && args[i+1] == "comment" {
-			return nil, fmt.Errorf("-m comment is not allowed (the target's comment carries the rule name)")
+			return nil, fmt.Errorf("-m comment is not allowed (the target reserves comments for its hooks)")
 		}
 		if len(a) > 2 && a[0] == '-' && a[1] != '-' && isLetter(a[1]) {
 			return nil, fmt.Errorf("combined short option %q is not supported (write %s %s)", a, a[:2], a[2:])
@@ -239,8 +282,10 @@ func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 
 // splitArgs splits on blanks; a double-quoted part (without '"' or '\'
 // inside) belongs to the argument it is in.
-func splitArgs(s string) ([]string, error) {
-	args := make([]string, 0, 16)
+func splitArgs(s string) ([]string, error) { return appendSplitArgs(nil, s) }
+
+// appendSplitArgs is splitArgs appending to args.
+func appendSplitArgs(args []string, s string) ([]string, error) {
 	for i := 0; i < len(s); {
 		if s[i] == ' ' || s[i] == '\t' {
 			i++
@@ -313,6 +358,9 @@ func canonicalSpec(spec string) (string, error) {
 	args, err := specArgs(spec)
 	if err != nil {
 		return "", err
+	}
+	if isCanonical(spec) {
+		return spec, nil
 	}
 	return joinArgs(args), nil
 }

@@ -128,7 +128,7 @@ func FuzzValidate(f *testing.F) {
 		if err != nil {
 			t.Fatalf("valid rule %q failed to render: %v", spec, err)
 		}
-		line := "-A STEADYSTATE-INPUT -m comment --comment " + quoteArg(ruleComment(d.name, d.hash)) + " " + d.args
+		line := "-A STEADYSTATE-INPUT " + d.args
 		if strings.ContainsAny(line, "\n\r#") {
 			t.Fatalf("rendered line %q would break iptables-restore input", line)
 		}
@@ -140,12 +140,8 @@ func FuzzValidate(f *testing.F) {
 		if !slices.Equal(args, orig) {
 			t.Fatalf("spec %q renders as %q: args %q, want %q", spec, d.args, args, orig)
 		}
-		saved, err := splitSaveArgs(line)
-		if err != nil {
-			t.Fatalf("line %q does not split as iptables-save output: %v", line, err)
-		}
-		if got, hash, ok := parseRuleComment(argAfter(saved, "--comment")); !ok || got != name || hash != d.hash {
-			t.Fatalf("comment of %q parses as %q %q %v", line, got, hash, ok)
+		if d.args != joinArgs(orig) {
+			t.Fatalf("spec %q renders as %q, want %q", spec, d.args, joinArgs(orig))
 		}
 		for i, a := range args {
 			if isJump(a) && !standardTargets[args[i+1]] {
