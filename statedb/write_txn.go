@@ -62,6 +62,7 @@ func (db *DB) WriteTxn(table TableMeta, more ...TableMeta) WriteTxn {
 const (
 	inlineTables  = 2
 	inlineIndexes = 8 // primary, 4 secondary and the 3 reserved indexes
+	inlineRoot    = 8 // tables of the DB whose root a commit holds inline
 )
 
 // newWriteTxn builds a WriteTxn over the tables of g, whose locks the
@@ -109,6 +110,7 @@ type writeTxn struct {
 	closed    bool
 	committed *dbRoot // set by Commit
 	rootHdr   dbRoot  // the root published by Commit
+	rootBuf   [inlineRoot]tableEntry
 
 	tablesBuf [inlineTables]txnTable
 	closeBuf  [inlineTables]chan struct{}
@@ -229,9 +231,14 @@ func (w *writeTxn) Commit() ReadTxn {
 	// Step 3: publish.
 	db.mu.Lock()
 	cur := *db.root.Load()
-	// The root's slice header lives in the WriteTxn, which the new trees
-	// keep alive anyway (see txnTable.txnVals): one allocation less.
-	w.rootHdr = make(dbRoot, len(cur))
+	// The root (its slice header, and its entries for a DB of up to
+	// inlineRoot tables) lives in the WriteTxn, which the new trees keep
+	// alive anyway (see txnTable.txnVals): allocations saved per commit.
+	if len(cur) <= len(w.rootBuf) {
+		w.rootHdr = w.rootBuf[:len(cur):len(cur)]
+	} else {
+		w.rootHdr = make(dbRoot, len(cur))
+	}
 	root := w.rootHdr
 	copy(root, cur)
 	for i := range w.tables {
