@@ -2,7 +2,7 @@
 GO ?= go
 PKGS ?= ./...
 
-.PHONY: all build run test test-short bench bench-check fuzz clean
+.PHONY: all build run test test-short bench bench-report bench-check bench-short bench-profile fuzz clean
 
 all: build
 
@@ -21,21 +21,92 @@ test:
 	$(GO) test -race -count=1 $(PKGS)
 	cd benchmarks && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
-# bench: the library's own benchmarks, then the comparison with its peers
-# (go-memdb, raw go-immutable-radix/v2) in benchmarks/, a module of its own so
-# that the peers stay out of the library's dependencies. benchmarks/cmd/ratios
-# echoes that run and prints objects/sec per implementation, the ratios and
-# the speed targets; it fails if the run failed. bench-check also fails when a
-# target is missed. BENCHTIME and BENCHCOUNT (medians are taken) tune the run.
+# --- benchmarks (see BENCHMARKS.md) ---
+#
+# bench: every benchmark of the project, with its baselines, one package at a
+# time (-p 1): the library's own (statedb, reconciler, internal/radix, hive),
+# the example targets' against the kernel tools (examples/routes vs
+# `ip -batch`, examples/iptables vs `iptables-restore`), and the benchmarks
+# module (statedb vs go-memdb and raw go-immutable-radix/v2; the scaling
+# series at 1k..1M objects; propagation delay under light and heavy load).
+# The output, with a header naming the machine, goes to BENCH_RESULTS in the
+# format of `go test -bench` (benchstat reads it). Then bench-report prints
+# the summary and the targets, draws the plots and regenerates the tables of
+# BENCHMARKS.md. It fails only if a benchmark failed; bench-check fails when
+# a headline target is missed. BENCHTIME and BENCHCOUNT (medians are taken)
+# tune the run; about 10 minutes with the defaults on 2 cores.
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 1
-BENCHFLAGS = -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT)
-bench:
-	$(GO) test $(BENCHFLAGS) $(PKGS)
-	cd benchmarks && $(GO) test $(BENCHFLAGS) ./... | $(GO) run ./cmd/ratios -echo $(RATIOSFLAGS)
+BENCH_RESULTS ?= benchmarks/results/latest.txt
+BENCHFLAGS = -p 1 -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) -timeout 60m
+BENCH_HEADER = { \
+	echo "date: $$(date -u +%Y-%m-%dT%H:%M:%SZ)"; \
+	echo "go-version: $$($(GO) env GOVERSION)"; \
+	echo "cores: $$(nproc)"; \
+	sed -n 's/^model name[[:space:]]*: */cpu-model: /p' /proc/cpuinfo | head -n 1; \
+	echo "kernel: $$(uname -r)"; \
+	echo "benchtime: $(BENCHTIME)"; \
+	echo "count: $(BENCHCOUNT)"; \
+	echo; }
 
+bench:
+	@mkdir -p $(dir $(BENCH_RESULTS))
+	@$(BENCH_HEADER) > $(BENCH_RESULTS).tmp
+	$(GO) test $(BENCHFLAGS) $(PKGS) 2>&1 | tee -a $(BENCH_RESULTS).tmp
+	cd benchmarks && $(GO) test $(BENCHFLAGS) ./... 2>&1 | tee -a $(abspath $(BENCH_RESULTS)).tmp
+	@mv $(BENCH_RESULTS).tmp $(BENCH_RESULTS)
+	@$(MAKE) --no-print-directory bench-report
+
+# bench-report: from the last results, without running anything: the summary
+# and the targets (benchmarks/cmd/ratios), the SVG plots (benchmarks/cmd/plot,
+# into benchmarks/plots) and the generated section of BENCHMARKS.md
+# (benchmarks/cmd/report). Fails if the run reported a failure.
+bench-report:
+	@cd benchmarks && in=$(abspath $(BENCH_RESULTS)); \
+	$(GO) run ./cmd/ratios -in $$in; status=$$?; \
+	$(GO) run ./cmd/plot -in $$in -out plots && \
+	$(GO) run ./cmd/report -in $$in -doc ../BENCHMARKS.md -plots benchmarks/plots && \
+	exit $$status
+
+# bench-check: fails unless every headline target is met in the last results
+# (running make bench first if there are none), printing each target as met
+# or missed with its figures.
 bench-check:
-	$(MAKE) bench RATIOSFLAGS=-check
+	@test -f $(BENCH_RESULTS) || $(MAKE) --no-print-directory bench
+	cd benchmarks && $(GO) run ./cmd/ratios -in $(abspath $(BENCH_RESULTS)) -targets-only -check
+
+# bench-short: every benchmark once (-benchtime 1x; -short skips the 1M
+# sizes), so that none rots; run by .ci/run. Its figures mean nothing; it
+# fails if a benchmark fails. Its output goes to benchmarks/results/short.tmp.
+BENCH_SHORT_FLAGS = -short -run '^$$' -bench . -benchmem -benchtime 1x -timeout 20m
+bench-short:
+	@mkdir -p benchmarks/results
+	{ $(GO) test $(BENCH_SHORT_FLAGS) $(PKGS); \
+	  cd benchmarks && $(GO) test $(BENCH_SHORT_FLAGS) ./...; } 2>&1 | tee benchmarks/results/short.tmp
+	@echo "bench-short: every benchmark ran; one iteration each, so the figures below mean nothing"
+	@cd benchmarks && $(GO) run ./cmd/ratios -in results/short.tmp -targets-only
+
+# bench-profile: CPU and allocation profiles of the hottest benchmarks
+# (statedb WriteTxn batch=100, statedb Lookup, the reconciler at 100k
+# objects), summarized with `go tool pprof -top` into
+# benchmarks/results/profiles/*.txt, the evidence of BENCHMARKS.md's "What
+# limits us".
+PROFILE_DIR = benchmarks/results/profiles
+define profile
+	cd benchmarks && $(GO) test -run '^$$' -bench '$(2)' -benchtime $(3) \
+		-o results/profiles/$(1).test -cpuprofile results/profiles/$(1).cpu.prof \
+		-memprofile results/profiles/$(1).mem.prof $(4) | grep Benchmark
+	cd $(PROFILE_DIR) && \
+	$(GO) tool pprof -top -nodecount=30 $(1).test $(1).cpu.prof > $(1).cpu.txt 2>/dev/null && \
+	$(GO) tool pprof -top -nodecount=30 -sample_index=alloc_space $(1).test $(1).mem.prof > $(1).alloc_space.txt 2>/dev/null && \
+	$(GO) tool pprof -top -nodecount=30 -sample_index=alloc_objects $(1).test $(1).mem.prof > $(1).alloc_objects.txt 2>/dev/null
+endef
+bench-profile:
+	@mkdir -p $(PROFILE_DIR)
+	$(call profile,write-batch100,BenchmarkWriteTxn$$/^batch=100$$/^impl=statedb$$,3s,./statedb)
+	$(call profile,lookup,BenchmarkLookup$$/^impl=statedb$$,3s,./statedb)
+	$(call profile,reconcile-100k,BenchmarkReconcile$$/^objects=100000$$,10x,./scaling)
+	@ls $(PROFILE_DIR)/*.txt
 
 # fuzz: a short run of every fuzz target (FUZZTIME per target).
 FUZZTIME ?= 10s

@@ -1,0 +1,222 @@
+package results
+
+import "fmt"
+
+// Import paths of the packages whose benchmarks the targets read.
+const (
+	module      = "github.com/steadystate/steadystate"
+	PkgStatedb  = module + "/statedb"
+	PkgCompare  = module + "/benchmarks/statedb"
+	PkgScaling  = module + "/benchmarks/scaling"
+	PkgRoutes   = module + "/examples/routes"
+	PkgIptables = module + "/examples/iptables"
+)
+
+// Ref names one benchmark result.
+type Ref struct {
+	Pkg, Group, Impl string
+}
+
+// Target is one headline goal of the project (the "Done means" of the
+// statedb, change-feed, reconciler and example-target issues). Its figure
+// is a metric of Subject, or with a Baseline the ratio of Subject's metric
+// to the Baseline's.
+type Target struct {
+	Name    string
+	Subject Ref
+	// Metrics are the units the figure may be taken from, in order of
+	// preference: the first that Subject (and Baseline) report is used.
+	Metrics  []string
+	Baseline *Ref
+	// AtMost makes Limit an upper bound; otherwise it is a lower bound.
+	AtMost bool
+	Limit  float64
+	// Unit is how the figure is printed after its value ("x" for ratios).
+	Unit string
+}
+
+// Goal returns the condition as text, e.g. ">= 1.3x".
+func (t Target) Goal() string {
+	op := ">="
+	if t.AtMost {
+		op = "<="
+	}
+	return fmt.Sprintf("%s %s%s", op, t.format(t.Limit), t.Unit)
+}
+
+// format prints a figure of t: ratios with two decimals, others as Format.
+func (t Target) format(v float64) string {
+	if t.Unit == "x" {
+		return fmt.Sprintf("%.2f", v)
+	}
+	return Format(v)
+}
+
+// Targets are the headline targets that `make bench-check` enforces.
+var Targets = []Target{
+	{
+		Name:     "statedb WriteTxn batch=100 vs go-memdb (objects/sec)",
+		Subject:  Ref{PkgCompare, "BenchmarkWriteTxn/batch=100", "statedb"},
+		Baseline: &Ref{PkgCompare, "BenchmarkWriteTxn/batch=100", "memdb"},
+		Metrics:  []string{"objects/sec"}, Limit: 1.3, Unit: "x",
+	},
+	{
+		Name:     "statedb lookup vs go-memdb (objects/sec)",
+		Subject:  Ref{PkgCompare, "BenchmarkLookup", "statedb"},
+		Baseline: &Ref{PkgCompare, "BenchmarkLookup", "memdb"},
+		Metrics:  []string{"objects/sec"}, Limit: 3, Unit: "x",
+	},
+	{
+		Name:     "statedb lookup vs raw iradix Get (objects/sec)",
+		Subject:  Ref{PkgCompare, "BenchmarkLookup", "statedb"},
+		Baseline: &Ref{PkgCompare, "BenchmarkLookup", "iradix"},
+		Metrics:  []string{"objects/sec"}, Limit: 0.8, Unit: "x",
+	},
+	{
+		Name:    "statedb single-object WriteTxn allocations",
+		Subject: Ref{PkgCompare, "BenchmarkWriteTxn/batch=1", "statedb"},
+		Metrics: []string{"allocs/op"}, AtMost: true, Limit: 10, Unit: " allocs/op",
+	},
+	{
+		Name:    "statedb ReadTxn allocations",
+		Subject: Ref{PkgStatedb, "BenchmarkReadTxn", ""},
+		Metrics: []string{"allocs/op"}, AtMost: true, Limit: 0, Unit: " allocs/op",
+	},
+	{
+		Name:    "propagation delay p50 (batches of 10 through a Deriver)",
+		Subject: Ref{PkgStatedb, "BenchmarkPropagationDelay", ""},
+		Metrics: []string{"p50-us"}, AtMost: true, Limit: 20, Unit: " us",
+	},
+	{
+		Name:    "propagation delay p99 (batches of 10 through a Deriver)",
+		Subject: Ref{PkgStatedb, "BenchmarkPropagationDelay", ""},
+		Metrics: []string{"p99-us"}, AtMost: true, Limit: 150, Unit: " us",
+	},
+	{
+		Name:    "reconciler 1M objects throughput",
+		Subject: Ref{PkgScaling, "BenchmarkReconcile/objects=1000000", ""},
+		Metrics: []string{"objects/sec"}, Limit: 300_000, Unit: " objects/sec",
+	},
+	{
+		Name:    "reconciler 1M objects heap in use",
+		Subject: Ref{PkgScaling, "BenchmarkReconcile/objects=1000000", ""},
+		Metrics: []string{"heap-MB"}, AtMost: true, Limit: 300, Unit: " MB",
+	},
+	{
+		Name:     "reconciler cost per object at 1M vs at 10k",
+		Subject:  Ref{PkgScaling, "BenchmarkReconcile/objects=1000000", ""},
+		Baseline: &Ref{PkgScaling, "BenchmarkReconcile/objects=10000", ""},
+		Metrics:  []string{"ns/object"}, AtMost: true, Limit: 1.5, Unit: "x",
+	},
+	{
+		Name:     "routes: 10k routes, reconciler time vs ip -batch",
+		Subject:  Ref{PkgRoutes, "BenchmarkApply", "reconciler"},
+		Baseline: &Ref{PkgRoutes, "BenchmarkApply", "ip-batch"},
+		Metrics:  []string{"sec/10k", "ns/op"}, AtMost: true, Limit: 1.5, Unit: "x",
+	},
+	{
+		Name:     "iptables: 5k rules, reconciler time vs iptables-restore",
+		Subject:  Ref{PkgIptables, "BenchmarkApply5k", "reconciler"},
+		Baseline: &Ref{PkgIptables, "BenchmarkApply5k", "iptables-restore"},
+		Metrics:  []string{"s/5k-rules", "ns/op"}, AtMost: true, Limit: 1.5, Unit: "x",
+	},
+}
+
+// Status of a target in one run.
+type Status int
+
+const (
+	// Missing: a benchmark or metric the target needs is not in the run.
+	Missing Status = iota
+	Met
+	Missed
+)
+
+func (s Status) String() string {
+	switch s {
+	case Met:
+		return "met"
+	case Missed:
+		return "MISSED"
+	default:
+		return "MISSING"
+	}
+}
+
+// Outcome is a target evaluated against one run.
+type Outcome struct {
+	Target Target
+	Status Status
+	// Value is the figure compared with the limit (valid unless Missing).
+	Value float64
+	// Figures says what Value was computed from, e.g.
+	// "1.52x: statedb 1.02M vs memdb 671.2k objects/sec".
+	Figures string
+}
+
+// Evaluate evaluates every target against s.
+func Evaluate(s *Set, targets []Target) []Outcome {
+	out := make([]Outcome, len(targets))
+	for i, t := range targets {
+		out[i] = evaluate(s, t)
+	}
+	return out
+}
+
+func evaluate(s *Set, t Target) Outcome {
+	o := Outcome{Target: t, Status: Missing}
+	subj := s.Find(t.Subject.Pkg, t.Subject.Group, t.Subject.Impl)
+	if subj == nil {
+		o.Figures = "not in the run: " + t.Subject.String()
+		return o
+	}
+	var base *Result
+	if t.Baseline != nil {
+		if base = s.Find(t.Baseline.Pkg, t.Baseline.Group, t.Baseline.Impl); base == nil {
+			o.Figures = "not in the run: " + t.Baseline.String()
+			return o
+		}
+	}
+	for _, unit := range t.Metrics {
+		sv, ok := subj.Metric(unit)
+		if !ok {
+			continue
+		}
+		if base == nil {
+			o.Value = sv
+			o.Figures = t.format(sv) + t.Unit
+		} else {
+			bv, ok := base.Metric(unit)
+			if !ok || bv == 0 {
+				continue
+			}
+			o.Value = sv / bv
+			o.Figures = fmt.Sprintf("%s%s: %s %s vs %s %s %s", t.format(o.Value), t.Unit,
+				t.Subject.label(), Format(sv), t.Baseline.label(), Format(bv), unit)
+		}
+		o.Status = Missed
+		if (t.AtMost && o.Value <= t.Limit) || (!t.AtMost && o.Value >= t.Limit) {
+			o.Status = Met
+		}
+		return o
+	}
+	o.Figures = fmt.Sprintf("no metric of %v reported", t.Metrics)
+	return o
+}
+
+func (r Ref) String() string {
+	s := ShortPkg(r.Pkg) + " " + r.Group
+	if r.Impl != "" {
+		s += " impl=" + r.Impl
+	}
+	return s
+}
+
+// label names r within its target: its impl, or the last element of its
+// group when the subject and baseline differ by group.
+func (r Ref) label() string {
+	if r.Impl != "" {
+		return r.Impl
+	}
+	return lastElem(r.Group)
+}
