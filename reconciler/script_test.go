@@ -26,7 +26,8 @@ import (
 //	insert k=v ...               insert new Pending versions in one transaction
 //	delete k ...                 delete in one transaction
 //	refresh k                    set k's status to Refreshing
-//	initializer | initialized    register the table's initializer | mark it done
+//	initializer | initialized    register the table's initializer (before the
+//	                             reconciler starts, if first) | mark it done
 //	prune                        Reconciler.Prune()
 //	fail k N|forever|terminal|panic|hang|off   how the target treats k
 //	fail-prune N                 fail the next N prunes
@@ -94,6 +95,16 @@ var configCommands = map[string]bool{"backoff": true, "round-size": true, "timeo
 func (s *script) run(args []string) (skip bool) {
 	t, f := s.t, s.f
 	cmd, args := args[0], args[1:]
+	if cmd == "initializer" && !f.started() {
+		// Register before the reconciler starts: a table without
+		// initializers is initialized, and with an interval the first full
+		// reconciliation would otherwise run before the registration.
+		wtxn := f.db.WriteTxn(f.table)
+		s.initDone = f.table.RegisterInitializer(wtxn, "script")
+		wtxn.Commit()
+		f.start()
+		return false
+	}
 	if !configCommands[cmd] && !f.started() {
 		f.start()
 	}
