@@ -2,6 +2,7 @@ package statedb
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -19,25 +20,35 @@ func (t *table[Obj]) CompareAndSwap(txn WriteTxn, rev Revision, obj Obj) (old Ob
 	return t.insert(txn, obj, true, rev)
 }
 
-func (t *table[Obj]) insert(txn WriteTxn, obj Obj, cas bool, casRev Revision) (old Obj, hadOld bool, err error) {
-	tt, err := txnTableOf(txn, t.tableMeta)
-	if err != nil {
-		return old, false, err
+// prepareWrite checks that txn may write the table, returns obj's primary
+// key and, with cas, checks that the stored object has revision casRev (op
+// names the operation in the error). On a revision mismatch it returns the
+// stored object with the error.
+func (t *table[Obj]) prepareWrite(txn WriteTxn, obj Obj, cas bool, casRev Revision, op string) (tt *txnTable, pk index.Key, cur Obj, err error) {
+	if tt, err = txnTableOf(txn, t.tableMeta); err != nil {
+		return nil, nil, cur, err
 	}
-	pk, err := t.primaryKey(obj)
+	if pk, err = t.primaryKey(obj); err != nil {
+		return nil, nil, cur, err
+	}
+	if cas {
+		stored, found := tt.txn(0).Get(pk)
+		if !found {
+			return nil, nil, cur, tableError(t.name, fmt.Errorf("%w: %s of %q", ErrObjectNotFound, op, pk))
+		}
+		if stored.revision != casRev {
+			return nil, nil, stored.data.(Obj), tableError(t.name, fmt.Errorf("%w: %s of %q at revision %d, stored revision is %d", ErrRevisionNotEqual, op, pk, casRev, stored.revision))
+		}
+	}
+	return tt, pk, cur, nil
+}
+
+func (t *table[Obj]) insert(txn WriteTxn, obj Obj, cas bool, casRev Revision) (old Obj, hadOld bool, err error) {
+	tt, pk, cur, err := t.prepareWrite(txn, obj, cas, casRev, "compare-and-swap")
 	if err != nil {
-		return old, false, err
+		return cur, errors.Is(err, ErrRevisionNotEqual), err
 	}
 	primary := tt.txn(0)
-	if cas {
-		cur, found := primary.Get(pk)
-		if !found {
-			return old, false, tableError(t.name, fmt.Errorf("%w: compare-and-swap of %q", ErrObjectNotFound, pk))
-		}
-		if cur.revision != casRev {
-			return cur.data.(Obj), true, tableError(t.name, fmt.Errorf("%w: compare-and-swap of %q at revision %d, stored revision is %d", ErrRevisionNotEqual, pk, casRev, cur.revision))
-		}
-	}
 	if err := t.checkUnique(tt, obj, pk); err != nil {
 		return old, false, err
 	}
@@ -139,25 +150,11 @@ func (t *table[Obj]) CompareAndDelete(txn WriteTxn, rev Revision, obj Obj) (old 
 }
 
 func (t *table[Obj]) delete(txn WriteTxn, obj Obj, cas bool, casRev Revision) (old Obj, hadOld bool, err error) {
-	tt, err := txnTableOf(txn, t.tableMeta)
+	tt, pk, cur, err := t.prepareWrite(txn, obj, cas, casRev, "compare-and-delete")
 	if err != nil {
-		return old, false, err
+		return cur, errors.Is(err, ErrRevisionNotEqual), err
 	}
-	pk, err := t.primaryKey(obj)
-	if err != nil {
-		return old, false, err
-	}
-	primary := tt.txn(0)
-	if cas {
-		cur, found := primary.Get(pk)
-		if !found {
-			return old, false, tableError(t.name, fmt.Errorf("%w: compare-and-delete of %q", ErrObjectNotFound, pk))
-		}
-		if cur.revision != casRev {
-			return cur.data.(Obj), true, tableError(t.name, fmt.Errorf("%w: compare-and-delete of %q at revision %d, stored revision is %d", ErrRevisionNotEqual, pk, casRev, cur.revision))
-		}
-	}
-	oldObj, hadOld := primary.Delete(pk)
+	oldObj, hadOld := tt.txn(0).Delete(pk)
 	if !hadOld {
 		return old, false, nil
 	}
