@@ -17,7 +17,7 @@ func BenchmarkInsert(b *testing.B) {
 				b.ReportAllocs()
 				ops := 0
 				for b.Loop() {
-					writeAll(impl.new(b), objs)
+					writeAll(impl.new(), objs)
 					ops++
 				}
 				reportPerObject(b, ops*n, float64(b.Elapsed().Nanoseconds()))
@@ -33,12 +33,12 @@ func BenchmarkLookup(b *testing.B) {
 		objs, ids := newObjects(n), shuffledIDs(n)
 		for _, impl := range impls {
 			b.Run("impl="+impl.name, func(b *testing.B) {
-				s := impl.new(b)
+				s := impl.new()
 				writeAll(s, objs)
 				b.ReportAllocs()
 				ops := 0
 				for b.Loop() {
-					if got := s.lookup(ids); got != n {
+					if got := s.Lookup(ids); got != n {
 						b.Fatalf("found %d of %d objects", got, n)
 					}
 					ops++

@@ -13,12 +13,12 @@ func TestStores(t *testing.T) {
 	objs, ids := newObjects(n), shuffledIDs(n)
 	for _, impl := range impls {
 		t.Run(impl.name, func(t *testing.T) {
-			s := impl.new(t)
+			s := impl.new()
 			writeAll(s, objs)
-			if got := s.lookup(ids); got != n {
+			if got := s.Lookup(ids); got != n {
 				t.Fatalf("found %d of %d objects", got, n)
 			}
-			if got := s.lookup([]uint64{n, n + 1}); got != 0 {
+			if got := s.Lookup([]uint64{n, n + 1}); got != 0 {
 				t.Fatalf("found %d objects that were never written", got)
 			}
 		})

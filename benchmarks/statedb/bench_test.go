@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/steadystate/steadystate/benchmarks/internal/stores"
 )
 
 // tableSize is the number of objects in a populated table.
@@ -18,7 +20,7 @@ const tableSize = 1000
 func BenchmarkWriteTxn(b *testing.B) {
 	for _, batch := range []int{1, 10, 100, 1000} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			forEachImpl(b, func(b *testing.B, s store) { benchWrites(b, s, batch) }, false)
+			forEachImpl(b, func(b *testing.B, s stores.Database) { benchWrites(b, s, batch) }, false)
 		})
 	}
 }
@@ -26,7 +28,7 @@ func BenchmarkWriteTxn(b *testing.B) {
 // BenchmarkWriteSecondary is WriteTxn/batch=100 on a table with one
 // non-unique string index besides the primary one.
 func BenchmarkWriteSecondary(b *testing.B) {
-	forEachImpl(b, func(b *testing.B, s store) { benchWrites(b, s, 100) }, true)
+	forEachImpl(b, func(b *testing.B, s stores.Database) { benchWrites(b, s, 100) }, true)
 }
 
 // BenchmarkInsertRandom1000 inserts 1000 objects in random key order into an
@@ -35,13 +37,13 @@ func BenchmarkWriteSecondary(b *testing.B) {
 func BenchmarkInsertRandom1000(b *testing.B) {
 	objs := newObjects(tableSize)
 	rand.New(rand.NewPCG(1, 2)).Shuffle(len(objs), func(i, j int) { objs[i], objs[j] = objs[j], objs[i] })
-	for _, impl := range impls {
-		b.Run("impl="+impl.name, func(b *testing.B) {
-			s := impl.new(b, false)
+	for _, impl := range stores.Databases {
+		b.Run("impl="+impl.Name, func(b *testing.B) {
+			s := stores.Must(impl.New(false))
 			b.ReportAllocs()
 			n := 0
 			for b.Loop() {
-				s.insertAbort(objs)
+				s.InsertAbort(objs)
 				n += len(objs)
 			}
 			reportObjectsPerSec(b, n)
@@ -58,10 +60,10 @@ func BenchmarkLookup(b *testing.B) {
 		ids[i] = uint64(i)
 	}
 	rand.New(rand.NewPCG(3, 4)).Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
-	forEachImpl(b, func(b *testing.B, s store) {
+	forEachImpl(b, func(b *testing.B, s stores.Database) {
 		n := 0
 		for b.Loop() {
-			if got := s.lookup(ids); got != len(ids) {
+			if got := s.Lookup(ids); got != len(ids) {
 				b.Fatalf("found %d of %d objects", got, len(ids))
 			}
 			n += len(ids)
@@ -72,10 +74,10 @@ func BenchmarkLookup(b *testing.B) {
 
 // BenchmarkIterate walks all 1000 objects of a table per op.
 func BenchmarkIterate(b *testing.B) {
-	forEachImpl(b, func(b *testing.B, s store) {
+	forEachImpl(b, func(b *testing.B, s stores.Database) {
 		n := 0
 		for b.Loop() {
-			if got := s.iterate(); got != tableSize {
+			if got := s.Iterate(); got != tableSize {
 				b.Fatalf("iterated %d objects, want %d", got, tableSize)
 			}
 			n += tableSize
@@ -86,11 +88,11 @@ func BenchmarkIterate(b *testing.B) {
 
 // forEachImpl runs fn as sub-benchmark impl=<name> on a store of each
 // implementation, populated with tableSize objects.
-func forEachImpl(b *testing.B, fn func(b *testing.B, s store), secondary bool) {
-	for _, impl := range impls {
-		b.Run("impl="+impl.name, func(b *testing.B) {
-			s := impl.new(b, secondary)
-			s.write(populated)
+func forEachImpl(b *testing.B, fn func(b *testing.B, s stores.Database), secondary bool) {
+	for _, impl := range stores.Databases {
+		b.Run("impl="+impl.Name, func(b *testing.B) {
+			s := stores.Must(impl.New(secondary))
+			s.Write(populated)
 			b.ReportAllocs()
 			fn(b, s)
 		})
@@ -109,12 +111,12 @@ var generations = [2][]*object{newObjects(tableSize), newObjects(tableSize)}
 
 // benchWrites replaces batch objects per transaction, cycling over the keys
 // of a table of tableSize objects. batch must divide tableSize.
-func benchWrites(b *testing.B, s store, batch int) {
+func benchWrites(b *testing.B, s stores.Database, batch int) {
 	next := 0 // objects written so far; next%tableSize is the next key
 	for b.Loop() {
 		objs := generations[(next/tableSize)%2]
 		start := next % tableSize
-		s.write(objs[start : start+batch])
+		s.Write(objs[start : start+batch])
 		next += batch
 	}
 	reportObjectsPerSec(b, next)
