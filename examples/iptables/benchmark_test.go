@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/steadystate/steadystate/examples/internal/netnsutil"
+	"github.com/steadystate/steadystate/examples/internal/reconcilertest"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/statedb"
 )
@@ -170,14 +170,7 @@ func reconcileOnce(b *testing.B, ns netnsutil.NS, rules []*Rule) time.Duration {
 	if err != nil {
 		b.Fatal(err)
 	}
-	r, err := reconciler.New(db, ReconcilerConfig(table, target))
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); r.Run(ctx) }()
+	r, stop := reconcilertest.Start(b, db, ReconcilerConfig(table, target))
 	objs := make([]*Rule, len(rules))
 	for i, rule := range rules {
 		objs[i] = rule.Clone().SetStatus(reconciler.StatusPending())
@@ -190,14 +183,13 @@ func reconcileOnce(b *testing.B, ns netnsutil.NS, rules []*Rule) time.Duration {
 		table.Insert(wtxn, o)
 	}
 	rev := table.Revision(wtxn.Commit())
-	if _, err := r.WaitUntilReconciled(ctx, rev); err != nil {
+	if _, err := r.WaitUntilReconciled(context.Background(), rev); err != nil {
 		b.Fatal(err)
 	}
 	elapsed := time.Since(start)
 
 	b.StopTimer()
-	cancel()
-	wg.Wait()
+	stop()
 	if n := countOwned(b, ns); n != len(rules) {
 		b.Fatalf("%d rules in the namespace, want %d", n, len(rules))
 	}

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/steadystate/steadystate/examples/internal/netnsutil"
+	"github.com/steadystate/steadystate/examples/internal/reconcilertest"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/statedb"
 )
@@ -42,15 +42,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	cfg := ReconcilerConfig(table, target)
 	cfg.RetryBackoffMin = 10 * time.Millisecond
-	r, err := reconciler.New(db, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); r.Run(ctx) }()
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	r, _ := reconcilertest.Start(t, db, cfg)
 	return &fixture{t: t, ns: ns, db: db, table: table, target: target, r: r, known: map[string]string{}}
 }
 

@@ -7,10 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/steadystate/steadystate/examples/internal/netnsutil"
+	"github.com/steadystate/steadystate/examples/internal/reconcilertest"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/statedb"
 )
@@ -112,15 +112,8 @@ func applyWithReconciler(b *testing.B, ns netnsutil.NS, routes []*Route) {
 		b.Fatal(err)
 	}
 	defer target.Close()
-	r, err := reconciler.New(db, ReconcilerConfig(table, target))
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); r.Run(ctx) }()
-	defer func() { cancel(); wg.Wait() }()
+	r, stop := reconcilertest.Start(b, db, ReconcilerConfig(table, target))
+	defer stop()
 
 	b.StartTimer()
 	wtxn := db.WriteTxn(table)
@@ -130,7 +123,7 @@ func applyWithReconciler(b *testing.B, ns netnsutil.NS, routes []*Route) {
 		}
 	}
 	rev := table.Revision(wtxn.Commit())
-	if _, err := r.WaitUntilReconciled(ctx, rev); err != nil {
+	if _, err := r.WaitUntilReconciled(context.Background(), rev); err != nil {
 		b.Fatal(err)
 	}
 	b.StopTimer()

@@ -8,11 +8,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/steadystate/steadystate/examples/internal/netnsutil"
+	"github.com/steadystate/steadystate/examples/internal/reconcilertest"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/statedb"
 )
@@ -48,22 +48,11 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { target.Close() }) // after the reconciler has stopped
 	cfg := ReconcilerConfig(table, target)
 	cfg.RetryBackoffMin = 10 * time.Millisecond
 	cfg.RetryBackoffMax = 50 * time.Millisecond
-	r, err := reconciler.New(db, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); r.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-		target.Close()
-	})
+	r, _ := reconcilertest.Start(t, db, cfg)
 	return &world{t: t, ns: ns, db: db, table: table, target: target, r: r}
 }
 

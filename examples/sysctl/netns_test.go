@@ -5,11 +5,11 @@ import (
 	"errors"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/steadystate/steadystate/examples/internal/netnsutil"
+	"github.com/steadystate/steadystate/examples/internal/reconcilertest"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/statedb"
 )
@@ -40,15 +40,7 @@ func startReconciler(t *testing.T, ns netnsutil.NS) (*statedb.DB, statedb.RWTabl
 	target := NewTarget(TargetConfig{NetNS: ns})
 	cfg := ReconcilerConfig(table, target)
 	cfg.RetryBackoffMin = 10 * time.Millisecond
-	r, err := reconciler.New(db, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); r.Run(ctx) }()
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	r, _ := reconcilertest.Start(t, db, cfg)
 	return db, table, r, target
 }
 
