@@ -22,7 +22,6 @@ import (
 //
 //	backoff MIN MAX | round-size N | timeout D | interval D   config (before start)
 //	mode plain                   skip the run with the batch target
-//	known-bug TEXT               skip the script unless RECONCILER_KNOWN_BUGS=1
 //	insert k=v ...               insert new Pending versions in one transaction
 //	delete k ...                 delete in one transaction
 //	refresh k                    set k's status to Refreshing
@@ -90,7 +89,7 @@ type script struct {
 	initDone func(statedb.WriteTxn)
 }
 
-var configCommands = map[string]bool{"backoff": true, "round-size": true, "timeout": true, "interval": true, "mode": true, "known-bug": true}
+var configCommands = map[string]bool{"backoff": true, "round-size": true, "timeout": true, "interval": true, "mode": true}
 
 func (s *script) run(args []string) (skip bool) {
 	t, f := s.t, s.f
@@ -111,10 +110,6 @@ func (s *script) run(args []string) (skip bool) {
 	switch cmd {
 	case "mode":
 		return s.batch && args[0] == "plain"
-	case "known-bug":
-		if os.Getenv("RECONCILER_KNOWN_BUGS") == "" {
-			t.Skip("known bug: " + strings.Join(args, " "))
-		}
 	case "backoff":
 		s.needConfig()
 		f.cfg.RetryBackoffMin, f.cfg.RetryBackoffMax = s.duration(args[0]), s.duration(args[1])
