@@ -91,14 +91,11 @@ func (it *changeIterator[Obj]) Next(txn ReadTxn) (iter.Seq2[Change[Obj], Revisio
 		_, lo, lok := liveIt.Next()
 		var do object
 		var dok bool
-		var deadIt interface {
-			Next() ([]byte, object, bool)
-		}
+		var deadIt *treeIterator
 		if dead != nil {
-			di := dead.Iterator()
-			di.SeekLowerBound(index.Uint64(from))
-			deadIt = di
-			_, do, dok = di.Next()
+			deadIt = dead.Iterator()
+			deadIt.SeekLowerBound(index.Uint64(from))
+			_, do, dok = deadIt.Next()
 		}
 		for {
 			if lok && lo.revision > upTo {

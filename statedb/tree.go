@@ -7,9 +7,10 @@ import (
 // The persistent radix tree behind every index. All of statedb reaches the
 // tree implementation through these aliases, so it can be exchanged here.
 type (
-	tree     = iradix.Tree[object]
-	treeTxn  = iradix.Txn[object]
-	treeNode = iradix.Node[object]
+	tree         = iradix.Tree[object]
+	treeTxn      = iradix.Txn[object]
+	treeNode     = iradix.Node[object]
+	treeIterator = iradix.Iterator[object]
 )
 
 func newTree() *tree { return iradix.New[object]() }
