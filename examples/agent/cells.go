@@ -33,9 +33,9 @@ func agentCells(ns *netnsutil.NS) []cell.Cell {
 				cell.Invoke(registerLoader),
 				cell.Invoke(func(jobs job.Group, db *statedb.DB, log *slog.Logger,
 					s statedb.Table[*sysctl.Sysctl], r statedb.Table[*routes.Route], ru statedb.Table[*iptables.Rule]) {
-					watchProgress(jobs, db, s, log, (*sysctl.Sysctl).GetStatus, describeSysctl)
-					watchProgress(jobs, db, r, log, (*routes.Route).GetStatus, describeRoute)
-					watchProgress(jobs, db, ru, log, (*iptables.Rule).GetStatus, describeRule)
+					watchProgress(jobs, db, s, log, (*sysctl.Sysctl).GetStatus, sysctl.StatusIndex, describeSysctl)
+					watchProgress(jobs, db, r, log, (*routes.Route).GetStatus, routes.StatusIndex, describeRoute)
+					watchProgress(jobs, db, ru, log, (*iptables.Rule).GetStatus, iptables.StatusIndex, describeRule)
 				}),
 
 				cell.Module("sysctl", "Reconciles sysctls with /proc/sys",

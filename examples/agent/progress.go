@@ -22,9 +22,12 @@ func describeSysctl(s *sysctl.Sysctl) string { return "sysctl " + s.String() }
 func describeRoute(r *routes.Route) string   { return "route " + r.String() }
 func describeRule(r *iptables.Rule) string   { return "rule " + r.String() }
 
+// notDone are the status kinds of objects still to be reconciled.
+var notDone = []reconciler.StatusKind{reconciler.StatusKindUnset, reconciler.StatusKindPending, reconciler.StatusKindRefreshing, reconciler.StatusKindError}
+
 // watchProgress logs the status changes of one table as a job.
 func watchProgress[Obj any](jobs job.Group, db *statedb.DB, table statedb.Table[Obj], log *slog.Logger,
-	getStatus func(Obj) reconciler.Status, describe func(Obj) string) {
+	getStatus func(Obj) reconciler.Status, statusIndex statedb.Index[Obj, reconciler.StatusKind], describe func(Obj) string) {
 	wtxn := db.WriteTxn(table)
 	changes, err := table.Changes(wtxn)
 	wtxn.Commit()
@@ -48,9 +51,11 @@ func watchProgress[Obj any](jobs job.Group, db *statedb.DB, table statedb.Table[
 					log.Warn("Error: "+describe(ch.Object), "error", st.Error)
 				}
 			}
+			// The objects not Done, found through the status index: no pass
+			// over the table on every change, and none once all are Done.
 			pending := 0
-			for obj := range table.All(txn) {
-				if getStatus(obj).Kind != reconciler.StatusKindDone {
+			for _, kind := range notDone {
+				for range table.List(txn, statusIndex.Query(kind)) {
 					pending++
 				}
 			}
