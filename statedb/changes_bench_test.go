@@ -45,20 +45,18 @@ func BenchmarkPropagationDelay(b *testing.B) {
 	wg.Add(2)
 	go func() { defer wg.Done(); d.Run(ctx) }()
 
-	// The reader waits for the last object of each batch to show up in B.
-	type batch struct {
-		n         int
-		committed time.Time
-	}
-	batches := make(chan batch)
-	seen := make(chan time.Duration)
+	// The reader waits for the last object of each batch to show up in B
+	// and tells when it saw it. It learns which batch to wait for before the
+	// commit, so that handing it over is not part of the measured time.
+	batches := make(chan int)
+	seen := make(chan time.Time)
 	go func() {
 		defer wg.Done()
-		for bt := range batches {
+		for n := range batches {
 			for {
 				o, _, watch, found := tb.GetWatch(db.ReadTxn(), propID.Query(9))
-				if found && o.Batch == bt.n {
-					seen <- time.Since(bt.committed)
+				if found && o.Batch == n {
+					seen <- time.Now()
 					break
 				}
 				<-watch
@@ -74,10 +72,10 @@ func BenchmarkPropagationDelay(b *testing.B) {
 		for i := range 10 {
 			a.Insert(wtxn, &propObj{ID: uint64(i), Batch: n})
 		}
-		bt := batch{n: n, committed: time.Now()}
+		batches <- n
+		committed := time.Now()
 		wtxn.Commit()
-		batches <- bt
-		lat = append(lat, <-seen)
+		lat = append(lat, (<-seen).Sub(committed))
 	}
 	close(batches)
 	cancel()

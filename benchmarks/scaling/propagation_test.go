@@ -76,8 +76,8 @@ type pipeline struct {
 	a, b    statedb.RWTable[*propObj]
 	batch   int
 	probes  chan probeBatch
-	seen    chan time.Duration
-	timeout *time.Timer // a probe that takes longer fails the benchmark
+	seen    chan time.Time // when the reader saw the batch in B
+	timeout *time.Timer    // a probe that takes longer fails the benchmark
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	written atomic.Int64 // objects written by the load writer
@@ -85,8 +85,7 @@ type pipeline struct {
 }
 
 type probeBatch struct {
-	n         int
-	committed time.Time
+	n int
 }
 
 // newPipeline starts the Deriver, the reader and, with heavy, the load
@@ -113,7 +112,7 @@ func newPipeline(tb testing.TB, heavy bool) *pipeline {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &pipeline{
 		db: db, a: a, b: tblB,
-		probes: make(chan probeBatch), seen: make(chan time.Duration),
+		probes: make(chan probeBatch), seen: make(chan time.Time),
 		timeout: time.NewTimer(time.Hour), cancel: cancel,
 	}
 	p.timeout.Stop()
@@ -141,14 +140,17 @@ func (p *pipeline) probe() (time.Duration, error) {
 			panic(err)
 		}
 	}
-	pb := probeBatch{n: p.batch, committed: time.Now()}
-	wtxn.Commit()
+	// The reader learns which batch to wait for before the commit, so that
+	// handing it over is not part of the measured time.
+	pb := probeBatch{n: p.batch}
 	p.probes <- pb
+	committed := time.Now()
+	wtxn.Commit()
 	p.timeout.Reset(probeTimeout)
 	select {
-	case d := <-p.seen:
+	case seenAt := <-p.seen:
 		p.timeout.Stop()
-		return d, nil
+		return seenAt.Sub(committed), nil
 	case <-p.timeout.C:
 		p.cancel() // unblocks the reader
 		return 0, fmt.Errorf("batch %d not visible in table b after %v (lost watch wake-up?)", pb.n, probeTimeout)
@@ -162,7 +164,7 @@ func (p *pipeline) read(ctx context.Context) {
 			o, _, watch, found := p.b.GetWatch(p.db.ReadTxn(), propID.Query(probeSize-1))
 			if found && o.Batch == pb.n {
 				select {
-				case p.seen <- time.Since(pb.committed):
+				case p.seen <- time.Now():
 				case <-ctx.Done():
 					return
 				}
