@@ -57,12 +57,16 @@ func (db *DB) WriteTxn(table TableMeta, more ...TableMeta) WriteTxn {
 }
 
 // Sizes of the buffers a WriteTxn holds inline, so that a transaction over
-// one or two tables with a few indexes is a single allocation (plus its
-// guard).
+// one table with a few indexes, in a DB of a few tables, is a single
+// allocation (its guard is recycled). They are kept small: the WriteTxn is
+// allocated, zeroed and given its pointer bitmap on every transaction, and
+// that cost grows with its size (about 1.3 KB now).
 const (
-	inlineTables  = 2
+	inlineTables  = 1 // most transactions write one table
 	inlineIndexes = 8 // primary, 4 secondary and the 3 reserved indexes
-	inlineRoot    = 8 // tables of the DB whose root a commit holds inline
+	inlineTxns    = 5 // tree transactions: e.g. primary, 1 secondary, the reserved 3
+	inlineRoot    = 4 // tables of the DB whose root a commit holds inline
+	guardTables   = 4 // tables a guard holds without a separate slice
 )
 
 // newWriteTxn builds a WriteTxn over the tables of g, whose locks the
@@ -131,7 +135,7 @@ type txnTable struct {
 
 	indexesBuf [inlineIndexes]*tree
 	txnsBuf    [inlineIndexes]*treeTxn
-	txnVals    [inlineIndexes]treeTxn
+	txnVals    [inlineTxns]treeTxn
 }
 
 // txn returns the open tree transaction of index i, creating it on first use.
@@ -140,7 +144,7 @@ func (tt *txnTable) txn(i int) *treeTxn {
 		return t
 	}
 	var t *treeTxn
-	if i < inlineIndexes {
+	if i < inlineTxns {
 		t = &tt.txnVals[i]
 		tt.entry.indexes[i].InitTxn(t)
 	} else {
@@ -327,7 +331,7 @@ func timeNow(db *DB) time.Time {
 // tables are an array, not a slice of it), which a finalizer requires.
 type txnGuard struct {
 	db    *DB
-	metas [inlineTables]*tableMeta // the locked tables, in lock order...
+	metas [guardTables]*tableMeta // the locked tables, in lock order...
 	n     int
 	more  []*tableMeta // ...or all of them here, when there are more
 	pc    [1]uintptr   // the caller of DB.WriteTxn
