@@ -59,9 +59,17 @@ func (m *tableMeta) indexPos(name string) int {
 
 // tableEntry is the state of one table in one snapshot. Committed entries are
 // immutable; a WriteTxn works on a private copy.
+//
+// A committed entry refers to nothing but its own state: its indexes array
+// is allocated for it at commit and never shared with a WriteTxn, whose
+// buffers hold other tables' states of the past. That is what keeps memory
+// bounded by live data (invariant 9): were an entry to point into the
+// transaction that committed it, every kept entry would keep that
+// transaction's whole root, and with it the entries of every other table as
+// of then, and so on back through history.
 type tableEntry struct {
 	meta     *tableMeta
-	indexes  []*tree
+	indexes  []tree // by value: a tree is a root pointer and a size
 	revision Revision
 
 	initPending []*initializer // initializers not yet done
@@ -83,7 +91,7 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 func newTableEntry(m *tableMeta) tableEntry {
 	e := tableEntry{
 		meta:      m,
-		indexes:   make([]*tree, len(m.indexNames)),
+		indexes:   make([]tree, len(m.indexNames)),
 		initWatch: closedChan,
 	}
 	for i := range e.indexes {
@@ -96,11 +104,12 @@ func newTableEntry(m *tableMeta) tableEntry {
 // watch channel of the primary index's root, which every insert and delete
 // replaces.
 func (e *tableEntry) watchAll() <-chan struct{} {
-	return e.root(0).Watch()
+	return e.snapshot(0).Watch()
 }
 
 // root returns the root node of index i for point lookups, including the
-// uncommitted writes of a WriteTxn.
+// uncommitted writes of a WriteTxn. Do not take watch channels from it:
+// see snapshot.
 func (e *tableEntry) root(i int) *treeNode {
 	if e.wt != nil {
 		if t := e.wt.txns[i]; t != nil {
@@ -111,13 +120,15 @@ func (e *tableEntry) root(i int) *treeNode {
 }
 
 // snapshot returns a root node of index i that stays unchanged while the
-// caller iterates, even if the WriteTxn it belongs to writes more.
+// caller iterates or watches, even if the WriteTxn it belongs to writes
+// more: Freeze makes the nodes written so far immutable, so that later
+// writes of the transaction copy them (and Commit closes their watch
+// channels) instead of changing them in place. Every read that hands out a
+// watch channel takes it from here.
 func (e *tableEntry) snapshot(i int) *treeNode {
 	if e.wt != nil {
 		if t := e.wt.txns[i]; t != nil {
-			// CommitOnly freezes the nodes written so far; later writes of
-			// the transaction copy them instead of mutating in place.
-			e.indexes[i] = t.CommitOnly()
+			e.indexes[i] = t.Freeze()
 		}
 	}
 	return e.indexes[i].Root()

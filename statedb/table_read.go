@@ -75,7 +75,7 @@ func (t *table[Obj]) GetWatch(txn ReadTxn, q Query[Obj]) (obj Obj, rev Revision,
 		return
 	}
 	if t.unique[pos] {
-		ch, o, ok := e.root(pos).GetWatch(q.key)
+		ch, o, ok := e.snapshot(pos).GetWatch(q.key)
 		if !ok {
 			return obj, 0, ch, false
 		}
@@ -110,7 +110,7 @@ func (t *table[Obj]) list(txn ReadTxn, q Query[Obj], watch bool) (iter.Seq2[Obj,
 		var o object
 		var ok bool
 		if watch && t.tracked[pos] {
-			ch, o, ok = e.root(pos).GetWatch(q.key)
+			ch, o, ok = e.snapshot(pos).GetWatch(q.key)
 		} else {
 			o, ok = e.root(pos).Get(q.key)
 			ch = e.watchAll()

@@ -13,7 +13,7 @@ type (
 	treeIterator = iradix.Iterator[object]
 )
 
-func newTree() *tree { return iradix.New[object]() }
+func newTree() tree { return iradix.Empty[object]() }
 
 // object is what every index stores: the user's object and the revision at
 // which it was written (for objects in the graveyard: deleted).

@@ -133,7 +133,7 @@ type txnTable struct {
 	// transaction; the channel is closed after commit.
 	initDone bool
 
-	indexesBuf [inlineIndexes]*tree
+	indexesBuf [inlineIndexes]tree
 	txnsBuf    [inlineIndexes]*treeTxn
 	txnVals    [inlineTxns]treeTxn
 }
@@ -224,9 +224,12 @@ func (w *writeTxn) Commit() ReadTxn {
 		}
 		for j, t := range tt.txns {
 			if t != nil {
-				e.indexes[j] = t.CommitOnly()
+				e.indexes[j] = t.Freeze()
 			}
 		}
+		// The committed entry gets an indexes array of its own: the
+		// working one lives in this WriteTxn (see tableEntry).
+		e.indexes = slices.Clone(e.indexes)
 		if tt.initDone {
 			closeAfter = append(closeAfter, e.initWatch)
 		}
@@ -236,8 +239,10 @@ func (w *writeTxn) Commit() ReadTxn {
 	db.mu.Lock()
 	cur := *db.root.Load()
 	// The root (its slice header, and its entries for a DB of up to
-	// inlineRoot tables) lives in the WriteTxn, which the new trees keep
-	// alive anyway (see txnTable.txnVals): allocations saved per commit.
+	// inlineRoot tables) lives in the WriteTxn: one allocation less per
+	// commit. Nothing that a committed entry refers to points back into
+	// the WriteTxn, so the root it holds is kept only by whoever holds the
+	// transaction or that snapshot.
 	if len(cur) <= len(w.rootBuf) {
 		w.rootHdr = w.rootBuf[:len(cur):len(cur)]
 	} else {
@@ -304,9 +309,9 @@ func (w *writeTxn) release() {
 	runtime.SetFinalizer(w.guard, nil)
 	freeGuard(w.guard)
 	w.guard = nil
-	// The committed trees live inside this WriteTxn (see txnTable.txnVals),
-	// so the new root keeps it alive: drop what would keep older states
-	// alive through it. (Reads through the finished txn use w.committed.)
+	// The published root may live in this WriteTxn (rootBuf): drop what
+	// would keep older states alive through it. (Reads through the
+	// finished txn use w.committed.)
 	if w.committed != nil {
 		w.snapshot = nil
 	}

@@ -16,7 +16,14 @@ var txnIDs atomic.Uint64
 
 // New returns an empty Tree.
 func New[T any]() *Tree[T] {
-	return &Tree[T]{root: newNode[T](kind4, txnIDs.Add(1))}
+	t := Empty[T]()
+	return &t
+}
+
+// Empty returns an empty Tree as a value, for callers that keep trees
+// inside their own structures.
+func Empty[T any]() Tree[T] {
+	return Tree[T]{root: newNode[T](kind4, txnIDs.Add(1))}
 }
 
 // Len returns the number of keys in the tree.
@@ -37,8 +44,7 @@ func (t *Tree[T]) Txn() *Txn[T] {
 }
 
 // InitTxn makes *txn a fresh transaction on t, like Txn does, without
-// allocating it: for callers that embed the Txn in a larger object. The
-// Tree that the first CommitOnly returns lives inside *txn.
+// allocating it: for callers that embed the Txn in a larger object.
 func (t *Tree[T]) InitTxn(txn *Txn[T]) {
 	*txn = Txn[T]{root: t.root, size: t.size, id: txnIDs.Add(1)}
 	txn.retired = txn.retiredBuf[:0]

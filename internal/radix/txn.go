@@ -14,11 +14,6 @@ type Txn[T any] struct {
 	// at most once per generation, so there are no duplicates to weed out.
 	retired    []*Node[T]
 	retiredBuf [6]*Node[T]
-
-	// tree backs the first Tree that CommitOnly returns, saving an
-	// allocation in the common one-commit Txn.
-	tree     Tree[T]
-	treeUsed bool
 }
 
 // TrackMutate sets whether the Txn records replaced nodes so that Notify
@@ -66,15 +61,22 @@ func (t *Txn[T]) Delete(k []byte) (T, bool) {
 // any watch channel (call Notify for that). The Txn may be used further;
 // its later writes copy nodes again and never change the returned Tree.
 func (t *Txn[T]) CommitOnly() *Tree[T] {
-	var nt *Tree[T]
-	if t.treeUsed {
-		nt = new(Tree[T])
-	} else {
-		nt, t.treeUsed = &t.tree, true
+	nt := t.Freeze()
+	return &nt
+}
+
+// Freeze returns the Txn's current tree as a Tree value, like CommitOnly
+// without the allocation: the nodes written so far become immutable, so
+// later writes of the Txn copy them (and, tracked, close their watch
+// channels at Notify). The returned value holds no reference to the Txn.
+func (t *Txn[T]) Freeze() Tree[T] {
+	// Only the root's generation needs checking: a node of the current
+	// generation has only current-generation ancestors, so if the root is
+	// older, nothing in the tree can be mutated in place any more.
+	if t.root.txnID == t.id {
+		t.id = txnIDs.Add(1)
 	}
-	nt.root, nt.size = t.root, t.size
-	t.id = txnIDs.Add(1)
-	return nt
+	return Tree[T]{root: t.root, size: t.size}
 }
 
 // Notify closes the watch channels of every node the committed writes
