@@ -19,7 +19,9 @@ func (t *table[Obj]) Changes(txn WriteTxn) (ChangeIterator[Obj], error) {
 	tr := &deleteTracker{}
 	n := t.trackers.add(tr)
 	t.db.opts.metrics.ChangeIterators(t.name, n)
-	it := &changeIterator[Obj]{table: t, tracker: tr}
+	// Deletes are kept for the iterator from the state txn started from
+	// on (the table is locked, so nothing else commits meanwhile).
+	it := &changeIterator[Obj]{table: t, tracker: tr, registered: txn.(*writeTxn).snapshot.tableEntry(t).revision}
 	it.cleanup = runtime.AddCleanup(it, func(tr *deleteTracker) { t.unregister(tr) }, tr)
 	return it, nil
 }
@@ -37,6 +39,10 @@ type changeIterator[Obj any] struct {
 	tracker *deleteTracker
 	cleanup runtime.Cleanup
 	started bool
+	// registered is the table's revision when the iterator was
+	// registered: deletes after it are kept for the iterator, earlier ones
+	// are not, so the first Next must start from a state at least as new.
+	registered Revision
 	// next is the lowest revision not yet yielded.
 	next   Revision
 	closed bool
@@ -52,7 +58,10 @@ type changeIterator[Obj any] struct {
 // iterated later (or not at all: they count as seen either way). The
 // channel closes when the table changes after txn. Given a WriteTxn, Next
 // reads the state committed when that transaction began, never its own
-// uncommitted writes (which an Abort would undo).
+// uncommitted writes (which an Abort would undo). The first call given a
+// snapshot older than the iterator's registration reads the DB's current
+// state instead: the deletes between the two were not kept for the
+// iterator, so starting from the older state would lose them.
 func (it *changeIterator[Obj]) Next(txn ReadTxn) (iter.Seq2[Change[Obj], Revision], <-chan struct{}) {
 	if it.closed {
 		return func(func(Change[Obj], Revision) bool) {}, closedChan
@@ -65,6 +74,9 @@ func (it *changeIterator[Obj]) Next(txn ReadTxn) (iter.Seq2[Change[Obj], Revisio
 		txn = w.snapshot
 	}
 	e := txn.tableEntry(t)
+	if !it.started && (e == nil || e.revision < it.registered) {
+		e = t.db.ReadTxn().tableEntry(t)
+	}
 	if e == nil {
 		return func(func(Change[Obj], Revision) bool) {}, closedChan
 	}

@@ -540,3 +540,46 @@ func TestChangesNextWithAbortedWriteTxn(t *testing.T) {
 		t.Fatalf("Next after the aborted WriteTxn yielded %v, want [3]: the insert of 3 was lost", got)
 	}
 }
+
+// TestChangesFirstNextWithOlderReadTxn gives the first Next a snapshot
+// taken before the iterator was registered, with a delete in between that
+// the iterator could not keep: the delete must not be lost.
+func TestChangesFirstNextWithOlderReadTxn(t *testing.T) {
+	db, tbl := newTestTable(t, "objs")
+	wtxn := db.WriteTxn(tbl)
+	for i := range uint64(3) {
+		tbl.Insert(wtxn, &testObject{ID: i})
+	}
+	wtxn.Commit()
+	old := db.ReadTxn()
+
+	wtxn = db.WriteTxn(tbl)
+	tbl.Delete(wtxn, &testObject{ID: 1}) // no iterator yet: not kept
+	wtxn.Commit()
+
+	wtxn = db.WriteTxn(tbl)
+	it, err := tbl.Changes(wtxn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	wtxn.Commit()
+
+	// The iterator's view: what it yields, applied to an empty map.
+	view := map[uint64]bool{}
+	apply := func(txn ReadTxn) {
+		seq, _ := it.Next(txn)
+		for c := range seq {
+			if c.Deleted {
+				delete(view, c.Object.ID)
+			} else {
+				view[c.Object.ID] = true
+			}
+		}
+	}
+	apply(old)
+	apply(db.ReadTxn())
+	if len(view) != 2 || !view[0] || !view[2] {
+		t.Fatalf("iterator's view = %v, want {0, 2}: the delete of 1 was lost", view)
+	}
+}

@@ -3,6 +3,7 @@ package statedb
 import (
 	"context"
 	"fmt"
+	"sync"
 )
 
 // DeriveResult tells Derive what to do with the output of a transform.
@@ -31,21 +32,30 @@ type DeriveTransform[In, Out any] func(obj In, deleted bool) (Out, DeriveResult)
 //
 // Run it standalone with Run, or as a job of a hive module. Out is marked
 // initialized once In is initialized and its state at that time has been
-// propagated.
+// propagated. Run may be called again after it returned: it resumes where
+// the previous run stopped, and no delete made in between is lost, because
+// the Deriver's change iterator stays registered until Close. Until Close,
+// deletes in In are kept for the Deriver whether or not it runs.
 type Deriver[In, Out any] struct {
 	db        *DB
 	in        Table[In]
 	out       RWTable[Out]
 	transform DeriveTransform[In, Out]
-	iter      ChangeIterator[In]
 	initDone  func(WriteTxn)
+
+	mu          sync.Mutex // held by Run; guards the fields below
+	iter        ChangeIterator[In]
+	initialized bool
+	closed      chan struct{} // closed by Close
+	closeOnce   sync.Once
 }
 
 // NewDeriver registers a change iterator on in and an initializer on out.
-// Call Run to start propagating; until then deletes in In are kept for it.
+// Call Run to start propagating. Errors: ErrInvalidDeriver when transform
+// is nil; those of Changes.
 func NewDeriver[In, Out any](db *DB, in Table[In], out RWTable[Out], transform DeriveTransform[In, Out]) (*Deriver[In, Out], error) {
 	if transform == nil {
-		return nil, fmt.Errorf("derive %s -> %s: transform is nil", in.Name(), out.Name())
+		return nil, fmt.Errorf("derive %s -> %s: %w: transform is nil", in.Name(), out.Name(), ErrInvalidDeriver)
 	}
 	wtxn := db.WriteTxn(in, out)
 	defer wtxn.Abort()
@@ -53,63 +63,104 @@ func NewDeriver[In, Out any](db *DB, in Table[In], out RWTable[Out], transform D
 	if err != nil {
 		return nil, fmt.Errorf("derive %s -> %s: %w", in.Name(), out.Name(), err)
 	}
-	d := &Deriver[In, Out]{db: db, in: in, out: out, transform: transform, iter: iter}
+	d := &Deriver[In, Out]{db: db, in: in, out: out, transform: transform, iter: iter, closed: make(chan struct{})}
 	d.initDone = out.RegisterInitializer(wtxn, "derive-from-"+in.Name())
 	wtxn.Commit()
 	return d, nil
 }
 
-// Run propagates changes until ctx is cancelled, then unregisters its change
-// iterator and returns nil. It returns an error only if writing Out fails,
-// which for a correct transform does not happen.
+// Run propagates changes until ctx is cancelled or the Deriver is closed,
+// and returns nil then. Errors: ErrDeriverClosed when called after Close,
+// ErrDeriverRunning when another Run is in progress, and the error of a
+// failed write to Out (which for a correct transform does not happen).
 func (d *Deriver[In, Out]) Run(ctx context.Context) error {
-	defer d.iter.Close()
-	initialized := false
+	if !d.mu.TryLock() {
+		return d.errorf("%w", ErrDeriverRunning)
+	}
+	defer d.mu.Unlock()
 	for {
-		rtxn := d.db.ReadTxn()
-		changes, watch := d.iter.Next(rtxn)
-		var wtxn WriteTxn
-		for change := range changes {
-			out, res := d.transform(change.Object, change.Deleted)
-			if res == DeriveSkip {
-				continue
+		select {
+		case <-d.closed:
+			if d.iter != nil {
+				d.iter.Close()
+				d.iter = nil
+				return nil
 			}
-			if wtxn == nil {
-				wtxn = d.db.WriteTxn(d.out)
-			}
-			var err error
-			switch res {
-			case DeriveInsert:
-				_, _, err = d.out.Insert(wtxn, out)
-			case DeriveDelete:
-				_, _, err = d.out.Delete(wtxn, out)
-			}
-			if err != nil {
-				wtxn.Abort()
-				return fmt.Errorf("derive %s -> %s: %w", d.in.Name(), d.out.Name(), err)
-			}
+			return d.errorf("%w", ErrDeriverClosed)
+		default:
 		}
-		if !initialized {
-			if ok, _ := d.in.Initialized(rtxn); ok {
-				if wtxn == nil {
-					wtxn = d.db.WriteTxn(d.out)
-				}
-				d.initDone(wtxn)
-				initialized = true
-			}
-		}
-		if wtxn != nil {
-			wtxn.Commit()
-		}
-		var initWatch <-chan struct{}
-		if !initialized {
-			_, initWatch = d.in.Initialized(rtxn)
+		watch, initWatch, err := d.step()
+		if err != nil {
+			return err
 		}
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-d.closed:
 		case <-watch:
 		case <-initWatch:
 		}
 	}
+}
+
+// step propagates the changes since the last step in one WriteTxn of Out
+// and returns what to wait for before the next.
+func (d *Deriver[In, Out]) step() (watch, initWatch <-chan struct{}, err error) {
+	rtxn := d.db.ReadTxn()
+	changes, watch := d.iter.Next(rtxn)
+	var wtxn WriteTxn
+	for change := range changes {
+		out, res := d.transform(change.Object, change.Deleted)
+		if res == DeriveSkip {
+			continue
+		}
+		if wtxn == nil {
+			wtxn = d.db.WriteTxn(d.out)
+		}
+		switch res {
+		case DeriveInsert:
+			_, _, err = d.out.Insert(wtxn, out)
+		case DeriveDelete:
+			_, _, err = d.out.Delete(wtxn, out)
+		}
+		if err != nil {
+			wtxn.Abort()
+			return nil, nil, d.errorf("%w", err)
+		}
+	}
+	if !d.initialized {
+		if ok, _ := d.in.Initialized(rtxn); ok {
+			if wtxn == nil {
+				wtxn = d.db.WriteTxn(d.out)
+			}
+			d.initDone(wtxn)
+			d.initialized = true
+		}
+	}
+	if wtxn != nil {
+		wtxn.Commit()
+	}
+	if !d.initialized {
+		_, initWatch = d.in.Initialized(rtxn)
+	}
+	return watch, initWatch, nil
+}
+
+// Close unregisters the Deriver's change iterator, so that deletes in In
+// are no longer kept for it, and stops a running Run. A closed Deriver
+// cannot run again.
+func (d *Deriver[In, Out]) Close() {
+	d.closeOnce.Do(func() { close(d.closed) })
+	if d.mu.TryLock() {
+		if d.iter != nil {
+			d.iter.Close()
+			d.iter = nil
+		}
+		d.mu.Unlock()
+	}
+	// Else Run holds the lock: it sees d.closed and closes the iterator.
+}
+
+func (d *Deriver[In, Out]) errorf(format string, args ...any) error {
+	return fmt.Errorf("derive %s -> %s: "+format, append([]any{d.in.Name(), d.out.Name()}, args...)...)
 }

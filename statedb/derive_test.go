@@ -2,7 +2,9 @@ package statedb
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -99,4 +101,86 @@ func TestDerive(t *testing.T) {
 	in.Delete(wtxn, &testObject{ID: 2})
 	wtxn.Commit()
 	waitFor(t, "delete", func() bool { return slices.Equal(outIDs(), []uint64{3}) })
+}
+
+// TestDeriverRunAgain stops a Deriver, deletes and inserts in In while it is
+// stopped, and runs it again: it resumes, and the delete is not lost. Close
+// ends it for good.
+func TestDeriverRunAgain(t *testing.T) {
+	db, in := newTestTable(t, "in")
+	out, err := NewTable(db, "out", derivedID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := NewDeriver(db, in.ToTable(), out, func(o *testObject, deleted bool) (*derived, DeriveResult) {
+		if deleted {
+			return &derived{ID: o.ID}, DeriveDelete
+		}
+		return &derived{ID: o.ID, Length: len(o.Name)}, DeriveInsert
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outIDs := func() []uint64 {
+		var ids []uint64
+		for o := range out.All(db.ReadTxn()) {
+			ids = append(ids, o.ID)
+		}
+		return ids
+	}
+	run := func() (stop func() error) {
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- d.Run(ctx) }()
+		return func() error { cancel(); return <-errc }
+	}
+	write := func(f func(WriteTxn)) {
+		wtxn := db.WriteTxn(in)
+		f(wtxn)
+		wtxn.Commit()
+	}
+
+	write(func(w WriteTxn) { in.Insert(w, &testObject{ID: 1, Name: "one"}) })
+	stop := run()
+	waitFor(t, "first run", func() bool { return slices.Equal(outIDs(), []uint64{1}) })
+	// A second Run while the first runs is refused.
+	if err := d.Run(context.Background()); !errors.Is(err, ErrDeriverRunning) || !strings.Contains(err.Error(), "in -> out") {
+		t.Fatalf("concurrent Run = %v, want ErrDeriverRunning naming the tables", err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	write(func(w WriteTxn) {
+		in.Delete(w, &testObject{ID: 1})
+		in.Insert(w, &testObject{ID: 2, Name: "two"})
+	})
+	stop = run()
+	waitFor(t, "second run", func() bool { return slices.Equal(outIDs(), []uint64{2}) })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	d.Close()
+	if n := in.(*table[*testObject]).trackers.count.Load(); n != 0 {
+		t.Fatalf("%d change iterators after Close", n)
+	}
+	if err := d.Run(context.Background()); !errors.Is(err, ErrDeriverClosed) {
+		t.Fatalf("Run after Close = %v, want ErrDeriverClosed", err)
+	}
+
+	// Close while running stops the run.
+	d2, err := NewDeriver(db, in.ToTable(), out, func(o *testObject, deleted bool) (*derived, DeriveResult) { return nil, DeriveSkip })
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- d2.Run(context.Background()) }()
+	d2.Close()
+	if err := <-errc; err != nil && !errors.Is(err, ErrDeriverClosed) {
+		t.Fatalf("Run ended by Close = %v", err)
+	}
+	if _, err := NewDeriver[*testObject, *derived](db, in.ToTable(), out, nil); !errors.Is(err, ErrInvalidDeriver) {
+		t.Fatalf("NewDeriver(nil transform) = %v, want ErrInvalidDeriver", err)
+	}
 }

@@ -50,6 +50,16 @@ var (
 	// names an unknown index or operation or has a key that cannot be
 	// parsed.
 	ErrBadQuery = errors.New("bad query")
+
+	// ErrInvalidDeriver is returned by NewDeriver for a nil transform.
+	ErrInvalidDeriver = errors.New("invalid deriver")
+
+	// ErrDeriverRunning is returned by Deriver.Run while another call of
+	// Run on the same Deriver is in progress.
+	ErrDeriverRunning = errors.New("deriver already running")
+
+	// ErrDeriverClosed is returned by Deriver.Run after Close.
+	ErrDeriverClosed = errors.New("deriver closed")
 )
 
 // tableError wraps err with the name of the table it concerns.

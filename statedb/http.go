@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 )
 
 // The HTTP inspection API. The embedding program mounts the handler where it
@@ -27,10 +28,41 @@ import (
 //
 // Errors are {"error": "..."} with 404 for an unknown table and 400 for a
 // bad query.
+//
+// A change stream must keep up. Its change iterator advances each time the
+// stream takes the next batch of changes, and deletes committed meanwhile
+// are kept for it, so a client that stops reading would otherwise pin every
+// later delete in memory. Each batch (the first one is the whole table) must
+// therefore be written within the stream write timeout
+// (DefaultStreamWriteTimeout, see WithStreamWriteTimeout), or the server
+// ends the stream and frees what it held: a stream holds back at most the
+// deletes of one write timeout. A client that was dropped reconnects and
+// starts again from a full listing.
+
+// DefaultStreamWriteTimeout is how long a change stream may take to write
+// one batch of changes before it is dropped.
+const DefaultStreamWriteTimeout = 10 * time.Second
+
+// HTTPOption configures NewHTTPHandler.
+type HTTPOption func(*httpHandler)
+
+// WithStreamWriteTimeout sets how long a change stream may take to write one
+// batch of changes (and the first listing) before the server drops it. The
+// default is DefaultStreamWriteTimeout; d <= 0 keeps the default.
+func WithStreamWriteTimeout(d time.Duration) HTTPOption {
+	return func(h *httpHandler) {
+		if d > 0 {
+			h.streamWriteTimeout = d
+		}
+	}
+}
 
 // NewHTTPHandler returns the inspection API of db.
-func NewHTTPHandler(db *DB) http.Handler {
-	h := &httpHandler{db: db}
+func NewHTTPHandler(db *DB, opts ...HTTPOption) http.Handler {
+	h := &httpHandler{db: db, streamWriteTimeout: DefaultStreamWriteTimeout}
+	for _, o := range opts {
+		o(h)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /tables", h.tables)
 	mux.HandleFunc("GET /tables/{table}", h.dump)
@@ -39,7 +71,10 @@ func NewHTTPHandler(db *DB) http.Handler {
 	return recoverHandler(mux)
 }
 
-type httpHandler struct{ db *DB }
+type httpHandler struct {
+	db                 *DB
+	streamWriteTimeout time.Duration
+}
 
 // ObjectJSON is one object in the API's answers.
 type ObjectJSON struct {
@@ -150,23 +185,30 @@ func (h *httpHandler) changes(w http.ResponseWriter, r *http.Request) {
 
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
+	rc := http.NewResponseController(w)
 	enc := json.NewEncoder(w)
 	ctx := r.Context()
 	for {
 		changes, watch := it.next(h.db.ReadTxn())
+		// The whole batch, flush included, within one deadline: a client
+		// that reads too slowly is dropped (see the package doc above).
+		if err := rc.SetWriteDeadline(time.Now().Add(h.streamWriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return
+		}
 		for c, rev := range changes {
 			b, err := json.Marshal(c.Object)
 			if err != nil {
 				b, _ = json.Marshal(errorJSON{Error: err.Error()})
 			}
 			if err := enc.Encode(ChangeJSON{Revision: rev, Deleted: c.Deleted, Object: b}); err != nil {
-				return // the client went away
+				return // the client went away or could not keep up
 			}
 		}
-		if flusher != nil {
-			flusher.Flush()
+		if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return
 		}
+		// No deadline while waiting for changes: an idle stream is fine.
+		_ = rc.SetWriteDeadline(time.Time{})
 		select {
 		case <-ctx.Done():
 			return

@@ -201,3 +201,65 @@ func TestRenderTable(t *testing.T) {
 		t.Fatalf("HTTP table differs:\n%s\nvs\n%s", sb.String(), b.String())
 	}
 }
+
+// TestHTTPStalledStreamIsDropped opens a change stream, reads a little and
+// stops reading with the connection open, then deletes many objects: the
+// server must drop the stream after its write timeout, unregister its change
+// iterator and so free the graveyard, and a new client must be served.
+func TestHTTPStalledStreamIsDropped(t *testing.T) {
+	db, tbl := newTestTable(t, "objs")
+	srv := httptest.NewServer(NewHTTPHandler(db, WithStreamWriteTimeout(200*time.Millisecond)))
+	t.Cleanup(srv.Close)
+
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.(*net.TCPConn).SetReadBuffer(4096)
+	if _, err := io.WriteString(conn, "GET /tables/objs/changes HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 16)
+	if _, err := io.ReadFull(conn, buf); err != nil { // the status line: the stream is open
+		t.Fatal(err)
+	}
+	m := tbl.(*table[*testObject])
+	waitFor(t, "the stream's change iterator", func() bool { return m.trackers.count.Load() == 1 })
+
+	// Stop reading. Each insert+delete pair is a delete the stream must see.
+	payload := strings.Repeat("x", 4096)
+	for i := range 2000 {
+		wtxn := db.WriteTxn(tbl)
+		tbl.Insert(wtxn, &testObject{ID: uint64(i), Name: payload})
+		wtxn.Commit()
+		wtxn = db.WriteTxn(tbl)
+		tbl.Delete(wtxn, &testObject{ID: uint64(i)})
+		wtxn.Commit()
+	}
+	waitFor(t, "the stalled stream to be dropped", func() bool { return m.trackers.count.Load() == 0 })
+	// With no iterator left, the next commit (or here: the drop's Close)
+	// frees the graveyard.
+	wtxn := db.WriteTxn(tbl)
+	wtxn.Commit()
+	if info := m.info(db.ReadTxn()); info.GraveyardObjects != 0 || info.ChangeIterators != 0 {
+		t.Fatalf("after the drop: %+v", info)
+	}
+
+	// A client that reconnects gets the table again and then changes.
+	wtxn = db.WriteTxn(tbl)
+	tbl.Insert(wtxn, &testObject{ID: 7, Name: "seven"})
+	wtxn.Commit()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := NewClient(srv.URL, srv.Client())
+	for ch, err := range c.Watch(ctx, "objs") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch.Revision != 4001 || ch.Deleted {
+			t.Fatalf("first change after reconnecting = %+v", ch)
+		}
+		break
+	}
+}

@@ -208,8 +208,14 @@ func (t *table[Obj]) RegisterInitializer(txn WriteTxn, name string) (done func(W
 	}
 	e := &tt.entry
 	if len(e.initPending) == 0 {
-		e.initWatch = make(chan struct{})
-		tt.initDone = false
+		if tt.initDone {
+			// The last initializer finished earlier in this transaction:
+			// its channel, which readers may hold, was never closed. Keep
+			// it, so that it closes when this initializer is done too.
+			tt.initDone = false
+		} else {
+			e.initWatch = make(chan struct{})
+		}
 	}
 	ini := &initializer{name: name}
 	e.initPending = append(e.initPending[:len(e.initPending):len(e.initPending)], ini)

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/steadystate/steadystate/index"
 )
 
 // isClosed reports whether ch is closed. Commit closes watch channels before
@@ -31,43 +33,51 @@ type watchCase struct {
 	write func(t *testing.T, wtxn WriteTxn)
 }
 
-func TestWatchChannels(t *testing.T) {
+// watchCases returns the watch cases on the table *tp. Before each case the
+// table holds 1 (a1, tags x y), 2 (a2, tag x) and 3 (b3, no tags), written
+// at revisions 1, 2 and 3 (see newWatchTable).
+func watchCases(tp *RWTable[*testObject]) []watchCase {
 	obj := func(id uint64, name string, tags ...string) *testObject {
 		return &testObject{ID: id, Name: name, Tags: tags}
 	}
-	// Before each case the table holds 1 (a1, tags x y), 2 (a2, tag x) and
-	// 3 (b3, no tags).
-	var tbl RWTable[*testObject]
 	insert := func(o *testObject) func(*testing.T, WriteTxn) {
 		return func(t *testing.T, wtxn WriteTxn) {
-			if _, _, err := tbl.Insert(wtxn, o); err != nil {
+			if _, _, err := (*tp).Insert(wtxn, o); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	del := func(id uint64) func(*testing.T, WriteTxn) {
 		return func(t *testing.T, wtxn WriteTxn) {
-			if _, had, err := tbl.Delete(wtxn, &testObject{ID: id}); err != nil || !had {
+			if _, had, err := (*tp).Delete(wtxn, &testObject{ID: id}); err != nil || !had {
 				t.Fatalf("Delete(%d): had=%v err=%v", id, had, err)
 			}
 		}
 	}
 	get := func(q Query[*testObject]) func(ReadTxn) <-chan struct{} {
-		return func(txn ReadTxn) <-chan struct{} { _, _, ch, _ := tbl.GetWatch(txn, q); return ch }
+		return func(txn ReadTxn) <-chan struct{} { _, _, ch, _ := (*tp).GetWatch(txn, q); return ch }
 	}
 	list := func(q Query[*testObject]) func(ReadTxn) <-chan struct{} {
-		return func(txn ReadTxn) <-chan struct{} { _, ch := tbl.ListWatch(txn, q); return ch }
+		return func(txn ReadTxn) <-chan struct{} { _, ch := (*tp).ListWatch(txn, q); return ch }
 	}
 	prefix := func(q Query[*testObject]) func(ReadTxn) <-chan struct{} {
-		return func(txn ReadTxn) <-chan struct{} { _, ch := tbl.PrefixWatch(txn, q); return ch }
+		return func(txn ReadTxn) <-chan struct{} { _, ch := (*tp).PrefixWatch(txn, q); return ch }
 	}
-	all := func(txn ReadTxn) <-chan struct{} { _, ch := tbl.AllWatch(txn); return ch }
+	all := func(txn ReadTxn) <-chan struct{} { _, ch := (*tp).AllWatch(txn); return ch }
 	lowerBound := func(txn ReadTxn) <-chan struct{} {
-		_, ch := tbl.LowerBoundWatch(txn, ByRevision[*testObject](0))
+		_, ch := (*tp).LowerBoundWatch(txn, ByRevision[*testObject](0))
 		return ch
 	}
 
-	cases := []watchCase{
+	lowerBoundName := func(txn ReadTxn) <-chan struct{} {
+		_, ch := (*tp).LowerBoundWatch(txn, nameIndex.Query("b"))
+		return ch
+	}
+	lowerBoundTags := func(txn ReadTxn) <-chan struct{} {
+		_, ch := (*tp).LowerBoundWatch(txn, tagIndex.Query("y"))
+		return ch
+	}
+	return []watchCase{
 		{"GetWatch(id 1) on replace", get(idIndex.Query(1)), insert(obj(1, "a1", "x"))},
 		{"GetWatch(id 1) on delete", get(idIndex.Query(1)), del(1)},
 		{"GetWatch(id 7) of a missing key on insert", get(idIndex.Query(7)), insert(obj(7, "z"))},
@@ -91,36 +101,55 @@ func TestWatchChannels(t *testing.T) {
 		{"AllWatch on insert", all, insert(obj(5, "z"))},
 		{"AllWatch on replace", all, insert(obj(3, "b3"))},
 		{"AllWatch on delete", all, del(3)},
-		{"AllWatch on DeleteAll", all, func(t *testing.T, wtxn WriteTxn) { tbl.DeleteAll(wtxn) }},
+		{"AllWatch on DeleteAll", all, func(t *testing.T, wtxn WriteTxn) { (*tp).DeleteAll(wtxn) }},
 		{"LowerBoundWatch(revision) on insert", lowerBound, insert(obj(5, "z"))},
 		{"LowerBoundWatch(revision) on delete", lowerBound, del(1)},
+		{"LowerBoundWatch(name b) on insert", lowerBoundName, insert(obj(5, "c5"))},
+		{"LowerBoundWatch(tags y) on insert", lowerBoundTags, insert(obj(5, "z", "z"))},
+		{"GetWatch(revision 3) on replace", get(Query[*testObject]{index: RevisionIndex, key: index.Uint64(3)}), insert(obj(3, "b3"))},
+		{"GetWatch(revision 9) of a missing key on insert", get(Query[*testObject]{index: RevisionIndex, key: index.Uint64(9)}), insert(obj(5, "z"))},
 	}
+}
+
+// newWatchTable returns a DB with the table of watchCases and an identical
+// table "other", both holding the objects 1, 2 and 3.
+func newWatchTable(t *testing.T) (db *DB, tbl, other RWTable[*testObject]) {
+	t.Helper()
+	db = New()
+	var err error
+	if tbl, err = NewTable(db, "objs", idIndex, tagIndex, nameIndex); err != nil {
+		t.Fatal(err)
+	}
+	if other, err = NewTable(db, "other", idIndex, tagIndex, nameIndex); err != nil {
+		t.Fatal(err)
+	}
+	wtxn := db.WriteTxn(tbl, other)
+	for _, o := range []*testObject{
+		{ID: 1, Name: "a1", Tags: []string{"x", "y"}},
+		{ID: 2, Name: "a2", Tags: []string{"x"}},
+		{ID: 3, Name: "b3"},
+	} {
+		tbl.Insert(wtxn, o)
+		other.Insert(wtxn, o.clone())
+	}
+	wtxn.Commit()
+	return db, tbl, other
+}
+
+func TestWatchChannels(t *testing.T) {
+	var tbl RWTable[*testObject]
+	cases := watchCases(&tbl)
 	for _, tc := range cases {
 		t.Run(tc.what, func(t *testing.T) {
-			db := New()
-			var err error
-			tbl, err = NewTable(db, "objs", idIndex, tagIndex, nameIndex)
-			if err != nil {
-				t.Fatal(err)
-			}
-			other, err := NewTable(db, "other", idIndex, tagIndex, nameIndex)
-			if err != nil {
-				t.Fatal(err)
-			}
-			wtxn := db.WriteTxn(tbl, other)
-			for _, o := range []*testObject{obj(1, "a1", "x", "y"), obj(2, "a2", "x"), obj(3, "b3")} {
-				tbl.Insert(wtxn, o)
-				other.Insert(wtxn, o.clone())
-			}
-			wtxn.Commit()
-
+			db, objs, other := newWatchTable(t)
+			tbl = objs
 			ch := tc.take(db.ReadTxn())
 			if isClosed(ch) {
 				t.Fatal("closed before any commit")
 			}
 			// A commit to a different table leaves it open, even one that
 			// does the same to an identical table.
-			wtxn = db.WriteTxn(other)
+			wtxn := db.WriteTxn(other)
 			saved := tbl
 			tbl = other
 			tc.write(t, wtxn)
@@ -150,6 +179,54 @@ func TestWatchChannels(t *testing.T) {
 				t.Fatal("a channel taken after the commit is already closed")
 			}
 		})
+	}
+}
+
+// TestWatchThroughWriteTxn takes each watch channel through an open
+// WriteTxn, at different points of its writes, and checks that the
+// transaction's Commit closes it when the writes after that point change
+// what it watches: also when the transaction had already written the nodes
+// the channel belongs to (they must not be changed in place afterwards).
+func TestWatchThroughWriteTxn(t *testing.T) {
+	var tbl RWTable[*testObject]
+	cases := watchCases(&tbl)
+	before := []struct {
+		what  string
+		write func(t *testing.T, wtxn WriteTxn)
+	}{
+		{"before any write", func(*testing.T, WriteTxn) {}},
+		{"after an unrelated write", func(t *testing.T, wtxn WriteTxn) {
+			if _, _, err := tbl.Insert(wtxn, &testObject{ID: 500, Name: "p500", Tags: []string{"p"}}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"after rewriting every object", func(t *testing.T, wtxn WriteTxn) {
+			for o := range tbl.All(wtxn) {
+				if _, _, err := tbl.Insert(wtxn, o.clone()); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
+	}
+	for _, tc := range cases {
+		for _, b := range before {
+			t.Run(tc.what+"/"+b.what, func(t *testing.T) {
+				db, objs, _ := newWatchTable(t)
+				tbl = objs
+				wtxn := db.WriteTxn(tbl)
+				defer wtxn.Abort()
+				b.write(t, wtxn)
+				ch := tc.take(wtxn)
+				tc.write(t, wtxn)
+				if isClosed(ch) {
+					t.Fatal("closed before Commit")
+				}
+				wtxn.Commit()
+				if !isClosed(ch) {
+					t.Fatal("not closed by the commit of the WriteTxn it was taken through")
+				}
+			})
+		}
 	}
 }
 
@@ -490,4 +567,35 @@ func TestFinishedWriteTxnReads(t *testing.T) {
 		}
 	}()
 	a.NumObjects(other.ReadTxn())
+}
+
+// TestInitializedChannelAcrossReRegistration: in one transaction the last
+// initializer finishes and a new one is registered. A channel taken before
+// must close once the new one is done too.
+func TestInitializedChannelAcrossReRegistration(t *testing.T) {
+	db, tbl := newTestTable(t, "objs")
+	wtxn := db.WriteTxn(tbl)
+	doneA := tbl.RegisterInitializer(wtxn, "a")
+	wtxn.Commit()
+	_, ch := tbl.Initialized(db.ReadTxn())
+
+	wtxn = db.WriteTxn(tbl)
+	doneA(wtxn)
+	doneB := tbl.RegisterInitializer(wtxn, "b")
+	wtxn.Commit()
+	if ok, _ := tbl.Initialized(db.ReadTxn()); ok {
+		t.Fatal("initialized while b is pending")
+	}
+	if isClosed(ch) {
+		t.Fatal("closed while b is pending")
+	}
+	wtxn = db.WriteTxn(tbl)
+	doneB(wtxn)
+	wtxn.Commit()
+	if !isClosed(ch) {
+		t.Fatal("the channel taken while a was pending never closes")
+	}
+	if ok, ch2 := tbl.Initialized(db.ReadTxn()); !ok || !isClosed(ch2) {
+		t.Fatal("not initialized after b is done")
+	}
 }
