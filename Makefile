@@ -2,7 +2,7 @@
 GO ?= go
 PKGS ?= ./...
 
-.PHONY: all build run test test-short bench bench-report bench-check bench-short bench-profile fuzz clean
+.PHONY: all build run test test-short bench bench-report bench-check bench-short bench-profile fuzz soak clean
 
 all: build
 
@@ -107,6 +107,17 @@ bench-profile:
 	$(call profile,lookup,BenchmarkLookup$$/^impl=statedb$$,3s,./statedb)
 	$(call profile,reconcile-100k,BenchmarkReconcile$$/^objects=100000$$,10x,./scaling)
 	@ls $(PROFILE_DIR)/*.txt
+
+# soak: the example agent's shape (three tables, three reconcilers, a
+# loader rewriting the desired state, a Deriver, a change follower) against
+# in-memory targets for SOAK_DURATION, printing the live heap every
+# SOAK_EVERY; fails if the live heap grows after the warm-up (see
+# benchmarks/soak). Not part of `make test` or CI.
+SOAK_DURATION ?= 30m
+SOAK_EVERY ?= 1m
+soak:
+	cd benchmarks && $(GO) test -count=1 -timeout 0 -run '^TestSoak$$' -v ./soak \
+		-soak.duration=$(SOAK_DURATION) -soak.every=$(SOAK_EVERY)
 
 # fuzz: a short run of every fuzz target (FUZZTIME per target).
 FUZZTIME ?= 10s
