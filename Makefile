@@ -2,7 +2,7 @@
 GO ?= go
 PKGS ?= ./...
 
-.PHONY: all build run test test-short bench bench-report bench-check bench-short bench-profile fuzz soak clean
+.PHONY: all build run test test-short fmt fmt-check lint bench bench-report bench-check bench-short bench-profile fuzz soak clean
 
 all: build
 
@@ -14,12 +14,28 @@ build:
 run:
 	$(GO) run ./examples/agent run --desired examples/agent/desired.yaml
 
-# test: vet, then every package's tests under the race detector, in the
-# library and in the benchmarks module (the ratios parser).
-test:
-	$(GO) vet $(PKGS)
+# test: formatting and lint (vet, staticcheck), then every package's tests
+# under the race detector, in the library and in the benchmarks module.
+test: fmt-check lint
 	$(GO) test -race -count=1 $(PKGS)
-	cd benchmarks && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+	cd benchmarks && $(GO) test -race -count=1 ./...
+
+# fmt: rewrites every Go file of the repository with gofmt.
+fmt:
+	gofmt -w $$(git ls-files -co --exclude-standard '*.go')
+
+# fmt-check: fails, listing them, if any Go file is not gofmt-formatted.
+fmt-check:
+	@files=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
+	if [ -n "$$files" ]; then echo "not gofmt-formatted (run make fmt):"; echo "$$files"; exit 1; fi
+
+# lint: go vet and staticcheck (pinned; run with go run so that it stays out
+# of the library's go.mod) over every module.
+STATICCHECK = $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+lint:
+	$(GO) vet $(PKGS)
+	$(STATICCHECK) $(PKGS)
+	cd benchmarks && $(GO) vet ./... && $(STATICCHECK) ./...
 
 # --- benchmarks (see BENCHMARKS.md) ---
 #
