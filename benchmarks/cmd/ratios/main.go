@@ -1,12 +1,17 @@
 // Command ratios reads the output of `go test -bench` (a results file of
 // `make bench`, or stdin) and prints the summary of a run: every result per
-// package, the ratios of steadystate against each baseline, the scaling
-// series, the propagation delays and the project's headline targets, each
-// met or missed with its figures.
+// package, the ratios of steadystate against each baseline, every figure
+// of the pairs against cilium/statedb, the scaling series, the propagation
+// delays and the project's headline targets, each met or missed with its
+// figures.
 //
 // Benchmarks are matched by package and name: sub-benchmarks that differ
-// only in their impl=... element are one workload. With -count=N the median
-// of the N runs is used.
+// only in their impl=... element are one workload, and those that differ
+// only in their round=... element are runs of one benchmark. With -count=N
+// (and R rounds) the median of the N (times R) runs is used. Ratios are
+// above 1 when steadystate is better: speeds are steadystate over the
+// baseline, latencies (the targets marked cilium/steadystate) the
+// baseline over steadystate.
 //
 // It exits with status 1 when the input reports a failure or holds no
 // results, and with -check also when a target is missed or cannot be
@@ -75,6 +80,9 @@ func report(w io.Writer, set *results.Set, check, targetsOnly bool) bool {
 		tables = append(tables, results.MachineTable(set))
 		tables = append(tables, results.ResultTables(set)...)
 		tables = append(tables, results.RatioTables(set)...)
+		if t, found := results.PeerTable(set, results.PkgCilium, "cilium"); found {
+			tables = append(tables, t)
+		}
 		tables = append(tables, results.ScalingTables(set)...)
 		if t, found := results.ReconcileTable(set); found {
 			tables = append(tables, t)

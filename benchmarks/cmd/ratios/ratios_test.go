@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,8 +16,8 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// sample holds, shortened, one result of every benchmark a target reads,
-// each meeting its target.
+// sample holds, shortened, one result of every benchmark a target of the
+// project's own reads, each meeting its target.
 const sample = `goos: linux
 goarch: amd64
 cpu: Intel(R) Xeon(R) Processor @ 2.50GHz
@@ -42,6 +44,27 @@ BenchmarkApply5k/impl=reconciler-2         5   900000000 ns/op   0.25 s/5k-rules
 PASS
 `
 
+// ciliumSample holds rounds rounds of every paired benchmark that a target
+// against cilium reads, steadystate ahead on each: 1000 vs 900
+// objects/sec, p50 10 vs 11 us, 1 vs 25 retained bytes per transaction.
+func ciliumSample(rounds int) string {
+	var b strings.Builder
+	b.WriteString("pkg: " + results.PkgCilium + "\n")
+	var groups []string
+	for _, t := range results.CiliumTargets() {
+		if !slices.Contains(groups, t.Subject.Group) {
+			groups = append(groups, t.Subject.Group)
+		}
+	}
+	for _, g := range groups {
+		for r := range rounds {
+			fmt.Fprintf(&b, "%s/round=%d/impl=steadystate-2   100   5000 ns/op   1000 objects/sec   10 p50-us   40 p99-us   1 retained-B/txn\n", g, r)
+			fmt.Fprintf(&b, "%s/round=%d/impl=cilium-2   100   5500 ns/op   900 objects/sec   11 p50-us   30 p99-us   25 retained-B/txn\n", g, r)
+		}
+	}
+	return b.String()
+}
+
 func parse(t *testing.T, s string) *results.Set {
 	t.Helper()
 	set, err := results.Parse(strings.NewReader(s), nil)
@@ -51,9 +74,15 @@ func parse(t *testing.T, s string) *results.Set {
 	return set
 }
 
+// allTargets is the number of targets; every one is met in full.
+var allTargets = len(results.Targets)
+
+// full is sample with three rounds of the pairs against cilium.
+var full = sample + ciliumSample(3)
+
 func TestReport(t *testing.T) {
 	var out bytes.Buffer
-	if !report(&out, parse(t, sample), true, false) {
+	if !report(&out, parse(t, full), true, false) {
 		t.Fatalf("report with every target met returned not ok:\n%s", out.String())
 	}
 	for _, want := range []string{
@@ -64,38 +93,69 @@ func TestReport(t *testing.T) {
 		"1.03x: objects=1000000 3100 vs objects=10000 3000 ns/object",
 		"1.33x: reconciler 0.2 vs ip-batch 0.15 sec/10k",
 		"1.32x: reconciler 0.25 vs iptables-restore 0.19 s/5k-rules",
-		"12 of 12 targets met",
+		fmt.Sprintf("%d of %d targets met", allTargets, allTargets),
 		"ratios: benchmarks/statedb", // the ratio tables
 		"results: examples/iptables", // the result tables
 		"reconciler end to end",
 		"propagation delay",
+		"steadystate vs cilium: benchmarks/cilium", // the pair table
+		"1.11x: steadystate 1000 vs cilium 900 objects/sec",
+		"1.10x: steadystate 10 vs cilium 11 p50-us",
+		"1 B/txn",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
 	}
+	for _, want := range [][]string{
+		{"BenchmarkPropagationDelay", "p50-us", "10", "11", "1.10x", "3", ">= 0.95x"},
+		{"BenchmarkPropagationDelay", "p99-us", "40", "30", "0.75x", "3", "-"}, // reported, not a target
+		{"BenchmarkAlternate", "retained-B/txn", "1", "25", "-", "3", "<= 16 B/txn"},
+		{"vs cilium: PropagationDelay p50 latency (cilium/steadystate)", ">= 0.95x", "met"},
+	} {
+		if !hasLine(out.String(), want) {
+			t.Errorf("report lacks a line with %q:\n%s", want, out.String())
+		}
+	}
 	out.Reset()
-	report(&out, parse(t, sample), true, true)
-	if strings.Contains(out.String(), "ratios:") || !strings.Contains(out.String(), "12 of 12 targets met") {
+	report(&out, parse(t, full), true, true)
+	if strings.Contains(out.String(), "ratios:") || !strings.Contains(out.String(), fmt.Sprintf("%d of %d targets met", allTargets, allTargets)) {
 		t.Errorf("targets-only report:\n%s", out.String())
 	}
 }
 
 func TestReportMissed(t *testing.T) {
+	ss := func(g string, r int) string { return fmt.Sprintf("%s/round=%d/impl=steadystate-2", g, r) }
 	tests := []struct {
 		name, input string
 		want        []string // on one line
+		missed      int
 	}{
-		{"ratio", strings.Replace(sample, "2000000 objects/sec", "10000000 objects/sec", 1),
-			[]string{"2.00x: statedb 20.00M vs memdb 10.00M objects/sec", "MISSED"}},
-		{"allocs", strings.ReplaceAll(sample, "8 allocs/op", "74 allocs/op"),
-			[]string{"74 allocs/op", "MISSED"}},
-		{"time ratio", strings.ReplaceAll(sample, "0.2 sec/10k", "0.3 sec/10k"),
-			[]string{"2.00x: reconciler 0.3 vs ip-batch 0.15 sec/10k", "MISSED"}},
-		{"missing", strings.ReplaceAll(sample, "BenchmarkLookup/impl=iradix", "BenchmarkOther/impl=iradix"),
-			[]string{"not in the run: benchmarks/statedb BenchmarkLookup impl=iradix", "MISSING"}},
-		{"other package", strings.ReplaceAll(sample, "pkg: github.com/steadystate/steadystate/examples/routes", "pkg: other/routes"),
-			[]string{"not in the run: examples/routes BenchmarkApply impl=reconciler", "MISSING"}},
+		{"ratio", strings.Replace(full, "2000000 objects/sec", "10000000 objects/sec", 1),
+			[]string{"2.00x: statedb 20.00M vs memdb 10.00M objects/sec", "MISSED"}, 1},
+		{"allocs", strings.ReplaceAll(full, "8 allocs/op", "74 allocs/op"),
+			[]string{"74 allocs/op", "MISSED"}, 1},
+		{"time ratio", strings.ReplaceAll(full, "0.2 sec/10k", "0.3 sec/10k"),
+			[]string{"2.00x: reconciler 0.3 vs ip-batch 0.15 sec/10k", "MISSED"}, 1},
+		{"missing", strings.ReplaceAll(full, "BenchmarkLookup/impl=iradix", "BenchmarkOther/impl=iradix"),
+			[]string{"not in the run: benchmarks/statedb BenchmarkLookup impl=iradix", "MISSING"}, 1},
+		{"other package", strings.ReplaceAll(full, "pkg: github.com/steadystate/steadystate/examples/routes", "pkg: other/routes"),
+			[]string{"not in the run: examples/routes BenchmarkApply impl=reconciler", "MISSING"}, 1},
+		// Two of three rounds slower: the median misses.
+		{"cilium throughput", strings.NewReplacer(
+			ss("BenchmarkChanges", 0)+"   100   5000 ns/op   1000 objects/sec", ss("BenchmarkChanges", 0)+"   100   5000 ns/op   800 objects/sec",
+			ss("BenchmarkChanges", 2)+"   100   5000 ns/op   1000 objects/sec", ss("BenchmarkChanges", 2)+"   100   5000 ns/op   850 objects/sec",
+		).Replace(full),
+			[]string{"vs cilium: Changes objects/sec (steadystate/cilium)", "0.94x: steadystate 850 vs cilium 900 objects/sec", "MISSED"}, 1},
+		// A slower p50 misses each latency target (the inverse ratio).
+		{"cilium latency", strings.ReplaceAll(full, "objects/sec   10 p50-us", "objects/sec   12 p50-us"),
+			[]string{"vs cilium: Derive/load=heavy p50 latency (cilium/steadystate)", "0.92x: steadystate 12 vs cilium 11 p50-us", "MISSED"}, 3},
+		{"retained", strings.ReplaceAll(full, "   1 retained-B/txn", "   3700 retained-B/txn"),
+			[]string{"vs cilium: Alternate memory kept per transaction (steadystate)", "3700 B/txn", "MISSED"}, 1},
+		// One round is not a median.
+		{"rounds", sample + ciliumSample(1),
+			[]string{"1 run(s) of benchmarks/cilium BenchmarkWriteTxn/batch=1 impl=steadystate, need 3 for a median", "MISSING"},
+			allTargets - 12},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -107,8 +167,9 @@ func TestReportMissed(t *testing.T) {
 			if report(&bytes.Buffer{}, set, true, true) {
 				t.Errorf("report with -check returned ok")
 			}
-			if !hasLine(out.String(), tt.want) || !strings.Contains(out.String(), "11 of 12 targets met") {
-				t.Errorf("report lacks %q or 11 of 12:\n%s", tt.want, out.String())
+			met := fmt.Sprintf("%d of %d targets met", allTargets-tt.missed, allTargets)
+			if !hasLine(out.String(), tt.want) || !strings.Contains(out.String(), met) {
+				t.Errorf("report lacks %q or %s:\n%s", tt.want, met, out.String())
 			}
 		})
 	}
@@ -119,7 +180,7 @@ func TestReportFailedOrEmpty(t *testing.T) {
 		t.Error("report of an input without results returned ok")
 	}
 	var out bytes.Buffer
-	if report(&out, parse(t, sample+"--- FAIL: BenchmarkY\nFAIL\tx\t0.1s\n"), false, false) {
+	if report(&out, parse(t, full+"--- FAIL: BenchmarkY\nFAIL\tx\t0.1s\n"), false, false) {
 		t.Error("report of a failed run returned ok")
 	}
 	if !strings.Contains(out.String(), "--- FAIL: BenchmarkY") {

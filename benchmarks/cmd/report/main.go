@@ -1,8 +1,9 @@
 // Command report regenerates the results section of BENCHMARKS.md from a
 // results file of `make bench`: the machine and run, the headline targets
 // (met or missed, with their figures), the scaling tables with their
-// charts, the reconciler and propagation tables, the ratios against every
-// baseline and every result. It replaces what lies between the begin and
+// charts, the reconciler and propagation tables, every figure of the pairs
+// against cilium/statedb with its ratio, the ratios against every baseline
+// and every result. It replaces what lies between the begin and
 // end markers and leaves the rest of the document, written by hand, alone.
 //
 // Usage:
@@ -98,6 +99,11 @@ func section(set *results.Set, plots string) string {
 	}
 	if t, ok := results.PropagationTable(set); ok {
 		b.WriteString("### Propagation delay\n\n")
+		t.WriteMarkdown(&b)
+	}
+
+	if t, ok := results.PeerTable(set, results.PkgCilium, "cilium"); ok {
+		b.WriteString("### Against cilium/statedb\n\n")
 		t.WriteMarkdown(&b)
 	}
 

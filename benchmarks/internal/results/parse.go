@@ -17,13 +17,15 @@ type Result struct {
 	// "pkg:" line go test prints before its results), or "" if none was
 	// printed.
 	Pkg string
-	// Group is the benchmark name without the impl=... element and the
-	// GOMAXPROCS suffix, e.g. "BenchmarkWriteTxn/batch=100". Results of
-	// different implementations of one workload share it.
+	// Group is the benchmark name without the impl=... and round=...
+	// elements and the GOMAXPROCS suffix, e.g.
+	// "BenchmarkWriteTxn/batch=100". Results of different implementations
+	// of one workload share it; the rounds of one implementation are runs
+	// of one Result.
 	Group string
 	// Impl is the value of the impl=... element, or "" when there is none.
 	Impl string
-	// Runs is how many result lines were read.
+	// Runs is how many result lines were read: -count runs times rounds.
 	Runs int
 	// Metrics maps a unit ("ns/op", "objects/sec", "allocs/op", "B/op") to
 	// its median over the runs.
@@ -200,7 +202,9 @@ func parseLine(line string) (name string, metrics map[string]float64, ok bool) {
 }
 
 // splitName splits "BenchmarkX/batch=1/impl=memdb" into the group
-// "BenchmarkX/batch=1" and the impl "memdb".
+// "BenchmarkX/batch=1" and the impl "memdb". A round=<n> element (the
+// rounds of a paired benchmark, which alternate the order of its sides) is
+// dropped, so that every round is a run of the same result.
 func splitName(name string) (group, impl string) {
 	parts := strings.Split(name, "/")
 	kept := parts[:0]
@@ -209,9 +213,22 @@ func splitName(name string) (group, impl string) {
 			impl = v
 			continue
 		}
+		if isRound(p) {
+			continue
+		}
 		kept = append(kept, p)
 	}
 	return strings.Join(kept, "/"), impl
+}
+
+// isRound reports whether a name element is round=<n>.
+func isRound(elem string) bool {
+	v, ok := strings.CutPrefix(elem, "round=")
+	if !ok || v == "" {
+		return false
+	}
+	_, err := strconv.ParseUint(v, 10, 32)
+	return err == nil
 }
 
 func median(xs []float64) float64 {

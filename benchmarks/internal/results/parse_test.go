@@ -92,6 +92,45 @@ func TestParse(t *testing.T) {
 	}
 }
 
+// TestParseRounds: the rounds of a paired benchmark and the -count runs
+// of it are all runs of one result, whose metrics are their medians.
+func TestParseRounds(t *testing.T) {
+	out := "pkg: " + PkgCilium + `
+BenchmarkW/batch=1/round=0/impl=steadystate-2   10   100 ns/op   9 p50-us
+BenchmarkW/batch=1/round=0/impl=cilium-2        10   300 ns/op
+BenchmarkW/batch=1/round=1/impl=cilium-2        10   200 ns/op
+BenchmarkW/batch=1/round=1/impl=steadystate-2   10   400 ns/op   1 p50-us
+BenchmarkW/batch=1/round=2/impl=steadystate-2   10   200 ns/op   5 p50-us
+BenchmarkW/batch=1/round=2/impl=cilium-2        10   100 ns/op
+BenchmarkW/batch=1/round=0/impl=steadystate-2   10   300 ns/op   7 p50-us
+`
+	s, err := Parse(strings.NewReader(out), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Results) != 2 {
+		t.Fatalf("%d results, want 2: %+v", len(s.Results), s.Results)
+	}
+	tests := []struct {
+		impl, unit string
+		want       float64
+		runs       int
+	}{
+		{"steadystate", "ns/op", 250, 4}, // median of 100, 400, 200, 300
+		{"steadystate", "p50-us", 6, 4},  // median of 9, 1, 5, 7
+		{"cilium", "ns/op", 200, 3},
+	}
+	for _, tt := range tests {
+		r := s.Find(PkgCilium, "BenchmarkW/batch=1", tt.impl)
+		if r == nil {
+			t.Fatalf("no result of impl=%s", tt.impl)
+		}
+		if got, _ := r.Metric(tt.unit); got != tt.want || r.Runs != tt.runs {
+			t.Errorf("impl=%s %s = %v over %d runs, want %v over %d", tt.impl, tt.unit, got, r.Runs, tt.want, tt.runs)
+		}
+	}
+}
+
 func TestParseLine(t *testing.T) {
 	tests := []struct {
 		line string
@@ -126,6 +165,10 @@ func TestSplitName(t *testing.T) {
 		{"BenchmarkWriteTxn/batch=100/impl=statedb", "BenchmarkWriteTxn/batch=100", "statedb"},
 		{"BenchmarkX/impl=a/size=3", "BenchmarkX/size=3", "a"},
 		{"BenchmarkReadTxn", "BenchmarkReadTxn", ""},
+		{"BenchmarkX/batch=1/round=2/impl=cilium", "BenchmarkX/batch=1", "cilium"},
+		{"BenchmarkX/round=0", "BenchmarkX", ""},
+		{"BenchmarkX/round=/impl=a", "BenchmarkX/round=", "a"},   // not a round
+		{"BenchmarkX/round=x/impl=a", "BenchmarkX/round=x", "a"}, // not a round
 	}
 	for _, tt := range tests {
 		g, i := splitName(tt.name)
@@ -187,6 +230,8 @@ func FuzzParse(f *testing.F) {
 	f.Add("pkg: " + PkgScaling + "\nBenchmarkInsert/objects=0/impl=a-2 1 1 ns/object\n")
 	f.Add("pkg: " + PkgScaling + "\nBenchmarkReconcile/objects=99999999999999999999-2 1 1 ns/object\n")
 	f.Add("Benchmark 1 1 x\nFAIL\n")
+	f.Add("pkg: " + PkgCilium + "\nBenchmarkAlternate/round=0/impl=steadystate-2 1 0 p50-us 0 retained-B/txn\n" +
+		"BenchmarkAlternate/round=0/impl=cilium-2 1 0 p50-us 0 objects/sec\n")
 	f.Add("cores:\npkg:\nx: y: z\n")
 	f.Add(strings.Repeat("a", 70000))
 	f.Fuzz(func(t *testing.T, text string) {
@@ -217,6 +262,7 @@ func FuzzParse(f *testing.F) {
 			ScalingTables(s)
 			ReconcileTable(s)
 			PropagationTable(s)
+			PeerTable(s, PkgCilium, "cilium")
 			MachineTable(s)
 			for _, c := range Charts(s) {
 				for _, l := range c.Lines {

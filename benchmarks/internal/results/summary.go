@@ -9,7 +9,7 @@ import (
 // Subjects are the impl values that name steadystate's side of a
 // comparison, in order of preference; every other impl in the same group
 // is a baseline.
-var Subjects = []string{"statedb", "changes", "reconciler"}
+var Subjects = []string{"statedb", "changes", "reconciler", "steadystate"}
 
 // throughputUnits are the units of speed, in order of preference. A
 // benchmark without one is compared by ns/op.

@@ -2,6 +2,7 @@ package results
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -105,4 +106,99 @@ func hasLine(text string, want []string) bool {
 		}
 	}
 	return false
+}
+
+// pairSample is go test output of benchmarks/cilium, shortened: three
+// rounds of two pairs.
+const pairSample = `pkg: github.com/steadystate/steadystate/benchmarks/cilium
+BenchmarkDerive/load=heavy/round=0/impl=steadystate-2   100  4000000 ns/op  3000 p50-us  20000 p90-us  90000 p99-us  250 objects/sec  400000 load-objects/sec
+BenchmarkDerive/load=heavy/round=0/impl=cilium-2        100  4000000 ns/op  6000 p50-us  10000 p90-us  90000 p99-us  200 objects/sec  200000 load-objects/sec
+BenchmarkDerive/load=heavy/round=1/impl=cilium-2        100  4000000 ns/op  6000 p50-us  10000 p90-us  90000 p99-us  200 objects/sec  200000 load-objects/sec
+BenchmarkDerive/load=heavy/round=1/impl=steadystate-2   100  4000000 ns/op  3000 p50-us  20000 p90-us  90000 p99-us  250 objects/sec  400000 load-objects/sec
+BenchmarkDerive/load=heavy/round=2/impl=steadystate-2   100  4000000 ns/op  3000 p50-us  20000 p90-us  90000 p99-us  250 objects/sec  400000 load-objects/sec
+BenchmarkDerive/load=heavy/round=2/impl=cilium-2        100  4000000 ns/op  6000 p50-us  10000 p90-us  90000 p99-us  200 objects/sec  200000 load-objects/sec
+BenchmarkAlternate/round=0/impl=steadystate-2   1000  9000 ns/op  1100000 objects/sec  0 retained-B/txn
+BenchmarkAlternate/round=0/impl=cilium-2        1000  9000 ns/op  1000000 objects/sec  20 retained-B/txn
+BenchmarkAlternate/round=1/impl=cilium-2        1000  9000 ns/op  1000000 objects/sec  20 retained-B/txn
+BenchmarkAlternate/round=1/impl=steadystate-2   1000  9000 ns/op  1100000 objects/sec  0 retained-B/txn
+BenchmarkAlternate/round=2/impl=steadystate-2   1000  9000 ns/op  1100000 objects/sec  0 retained-B/txn
+BenchmarkAlternate/round=2/impl=cilium-2        1000  9000 ns/op  1000000 objects/sec  20 retained-B/txn
+BenchmarkOnlyOne/round=0/impl=steadystate-2     1000  9000 ns/op  1100000 objects/sec
+`
+
+func TestPeerTable(t *testing.T) {
+	s, err := Parse(strings.NewReader(pairSample), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, ok := PeerTable(s, PkgCilium, "cilium")
+	if !ok {
+		t.Fatal("no peer table")
+	}
+	var text bytes.Buffer
+	tbl.WriteText(&text)
+	for _, want := range [][]string{
+		{"steadystate vs cilium: benchmarks/cilium"},
+		{"latencies (p50/p90/p99 us) and heap-MB are peer / steadystate"},
+		{"BenchmarkDerive/load=heavy", "objects/sec", "250", "200", "1.25x", "3", ">= 0.95x"},
+		{"BenchmarkDerive/load=heavy", "load-objects/sec", "400.0k", "200.0k", "2.00x", "3", "-"},
+		{"BenchmarkDerive/load=heavy", "p50-us", "3000", "6000", "2.00x", "3", ">= 0.95x"},
+		{"BenchmarkDerive/load=heavy", "p90-us", "20.0k", "10.0k", "0.50x", "3", "-"},
+		{"BenchmarkAlternate", "retained-B/txn", "0", "20", "-", "3", "<= 16 B/txn"},
+	} {
+		if !hasLine(text.String(), want) {
+			t.Errorf("peer table lacks a line with %q:\n%s", want, text.String())
+		}
+	}
+	if strings.Contains(text.String(), "BenchmarkOnlyOne") {
+		t.Errorf("peer table shows a benchmark without a cilium side:\n%s", text.String())
+	}
+	if _, ok := PeerTable(s, PkgScaling, "cilium"); ok {
+		t.Error("peer table of a package without pairs")
+	}
+}
+
+func TestEvaluateInverseAndRuns(t *testing.T) {
+	s, err := Parse(strings.NewReader(pairSample), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subj := Ref{PkgCilium, "BenchmarkDerive/load=heavy", "steadystate"}
+	base := &Ref{PkgCilium, "BenchmarkDerive/load=heavy", "cilium"}
+	tests := []struct {
+		target Target
+		status Status
+		value  float64
+	}{
+		{Target{Subject: subj, Baseline: base, Metrics: []string{"p50-us"}, Inverse: true, Limit: 0.95, Unit: "x", MinRuns: 3}, Met, 2},
+		{Target{Subject: subj, Baseline: base, Metrics: []string{"p50-us"}, Limit: 0.95, Unit: "x"}, Missed, 0.5},
+		{Target{Subject: subj, Baseline: base, Metrics: []string{"p50-us"}, Inverse: true, Limit: 0.95, Unit: "x", MinRuns: 4}, Missing, 0},
+		{Target{Subject: Ref{PkgCilium, "BenchmarkOnlyOne", "steadystate"}, Metrics: []string{"objects/sec"}, MinRuns: 3}, Missing, 0},
+	}
+	for i, tt := range tests {
+		o := Evaluate(s, []Target{tt.target})[0]
+		if o.Status != tt.status || o.Value != tt.value {
+			t.Errorf("%d: %v %v (%s), want %v %v", i, o.Status, o.Value, o.Figures, tt.status, tt.value)
+		}
+	}
+}
+
+// TestCiliumTargets: every paired shape has a throughput target, every
+// latency shape a p50 one, each needing a median of 3 runs.
+func TestCiliumTargets(t *testing.T) {
+	ts := CiliumTargets()
+	if len(ts) != len(ciliumShapes)+3+1 { // 3 latency shapes, 1 retained
+		t.Fatalf("%d targets", len(ts))
+	}
+	for _, tg := range ts {
+		if tg.MinRuns != 3 || tg.Subject.Pkg != PkgCilium || tg.Subject.Impl != "steadystate" {
+			t.Errorf("target %q: %+v", tg.Name, tg)
+		}
+		if tg.Baseline != nil && (tg.Limit != 0.95 || tg.Inverse != (tg.Metrics[0] == "p50-us")) {
+			t.Errorf("target %q: %+v", tg.Name, tg)
+		}
+	}
+	if !slices.ContainsFunc(Targets, func(tg Target) bool { return tg.Name == ts[0].Name }) {
+		t.Error("Targets lacks the targets against cilium")
+	}
 }

