@@ -3,6 +3,7 @@ package statedb
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 )
 
@@ -10,9 +11,9 @@ import (
 type DeriveResult int
 
 const (
-	// DeriveSkip leaves the output table alone for this change. To drop an
-	// object that an earlier version of the input produced, return
-	// DeriveDelete instead.
+	// DeriveSkip leaves Out unchanged for this change: nothing is inserted
+	// or deleted, so an object derived from an earlier version of the input
+	// stays in Out. To remove that object, return DeriveDelete.
 	DeriveSkip DeriveResult = iota
 	// DeriveInsert inserts or replaces the transformed object.
 	DeriveInsert
@@ -20,22 +21,25 @@ const (
 	DeriveDelete
 )
 
-// DeriveTransform maps a change of an input object to an output object.
-// deleted is true when the input object was deleted; the transform then
-// usually returns the output object with DeriveDelete. Returning DeriveSkip
-// drops the object: it is filtered out of the output table.
+// DeriveTransform maps a change of an input object to an output object and
+// what to do with it. deleted is true when the input object was deleted;
+// the transform then usually returns the output object with DeriveDelete.
+// Returning DeriveSkip leaves Out unchanged for this change (see
+// DeriveSkip): a filter that drops objects from Out must return
+// DeriveDelete for an object it no longer wants, not DeriveSkip.
 type DeriveTransform[In, Out any] func(obj In, deleted bool) (Out, DeriveResult)
 
 // Deriver keeps table Out as a transform of table In: every insert, replace
 // and delete of In is propagated to Out through the transform. It writes Out
 // and nothing else, so Out should have no other writers.
 //
-// Run it standalone with Run, or as a job of a hive module. Out is marked
-// initialized once In is initialized and its state at that time has been
-// propagated. Run may be called again after it returned: it resumes where
-// the previous run stopped, and no delete made in between is lost, because
-// the Deriver's change iterator stays registered until Close. Until Close,
-// deletes in In are kept for the Deriver whether or not it runs.
+// Run it with Run (statedbcell.DeriveCell runs it as a job of a hive
+// module). Out is marked initialized once In is initialized and its state
+// at that time has been propagated. Run may be called again after it
+// returned: it resumes where the previous run stopped, and no delete made
+// in between is lost, because the Deriver's change iterator stays
+// registered until Close. Until Close, deletes in In are kept for the
+// Deriver whether or not it runs.
 type Deriver[In, Out any] struct {
 	db        *DB
 	in        Table[In]
@@ -139,6 +143,12 @@ func (d *Deriver[In, Out]) step() (watch, initWatch <-chan struct{}, err error) 
 	}
 	if wtxn != nil {
 		wtxn.Commit()
+		// Let the readers this commit woke run now. Under a writer that
+		// keeps every core busy, a woken reader otherwise waits until the
+		// scheduler preempts someone (up to 10 ms) while the Deriver goes
+		// on with its next batch: measured under heavy load, this halves
+		// the p90 and p99 of the delay from In to a reader of Out.
+		runtime.Gosched()
 	}
 	if !d.initialized {
 		_, initWatch = d.in.Initialized(rtxn)
