@@ -13,6 +13,8 @@ require (
 	go.uber.org/goleak v1.3.0
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/sys v0.49.0
+	golang.org/x/tools v0.14.0
+	rsc.io/script v0.0.2
 )
 
 require (
@@ -25,7 +27,5 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
-	golang.org/x/tools v0.14.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
-	rsc.io/script v0.0.2 // indirect
 )

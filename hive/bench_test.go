@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/steadystate/steadystate/hive/cell"
+	"github.com/steadystate/steadystate/hive/hivetest"
 	"github.com/steadystate/steadystate/hive/job"
 )
 
@@ -36,8 +37,8 @@ func benchModule(i int) cell.Cell {
 		cell.Invoke(func(*bench4) {}),
 		cell.Invoke(func(*slog.Logger) {}),
 		cell.Invoke(func(h cell.Health) { h.OK("ready") }),
-		cell.Invoke(func(g job.Group) {
-			g.Add(job.Timer("tick", func(context.Context) error { return nil }, time.Hour))
+		cell.Invoke(func(g job.Group) error {
+			return g.Add(job.Timer("tick", func(context.Context) error { return nil }, time.Hour))
 		}),
 		cell.Invoke(benchHook),
 	)
@@ -78,23 +79,9 @@ func BenchmarkHive(b *testing.B) {
 // TestBenchHiveWorks checks the benchmark's hive, so a broken benchmark
 // fails the tests too.
 func TestBenchHiveWorks(t *testing.T) {
-	h := newHive(benchModule(0), benchModule(1))
-	if err := h.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	h := hivetest.Start(t, benchModule(0), benchModule(1))
 	// 2 modules × (5 constructor hooks + 1 invoke hook + group + jobs).
-	var hooks int
-	for _, m := range h.Info().Children {
-		for _, c := range m.Children {
-			if c.Kind == cell.KindHook {
-				hooks += len(c.Details)
-			}
-		}
-	}
-	if err := h.Stop(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if hooks != 16 {
-		t.Fatalf("%d hooks, want 16", hooks)
+	if hooks := hookNames(t, h); len(hooks) != 16 {
+		t.Fatalf("%d hooks, want 16: %v", len(hooks), hooks)
 	}
 }

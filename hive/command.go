@@ -4,11 +4,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 
 	"github.com/spf13/cobra"
 
-	"github.com/steadystate/steadystate/hive/cell"
+	"github.com/steadystate/steadystate/hive/internal/build"
 )
 
 // Command returns a cobra command that runs the hive (see Run). Its flags
@@ -33,38 +32,13 @@ func (h *Hive) Command() *cobra.Command {
 	return cmd
 }
 
-// PrintCells populates the hive and prints its cell tree to w, with the
-// lifecycle hooks each module appended while it was constructed.
+// PrintCells populates the hive and prints its cell tree to w: modules,
+// what each provides, invokes and decorates, configs with their flags, and
+// the lifecycle hooks each module appended while it was constructed, in
+// start order.
 func (h *Hive) PrintCells(w io.Writer) error {
 	if err := h.Populate(); err != nil {
 		return err
 	}
-	return cell.WriteTree(w, h.Info())
-}
-
-// Info describes the hive's cell tree. After Populate, each module (and the
-// root) has a child listing its lifecycle hooks in start order.
-func (h *Hive) Info() cell.Info {
-	root := cell.Info{Kind: cell.KindRoot}
-	for _, c := range h.cells {
-		root.Children = append(root.Children, c.Info())
-	}
-	hooks := h.lc.hookNames()
-	addHooks(&root, nil, hooks)
-	return root
-}
-
-// addHooks appends a hooks node to every module in the tree below i.
-func addHooks(i *cell.Info, path []string, hooks map[string][]string) {
-	if i.Kind == cell.KindModule {
-		path = append(slices.Clone(path), i.Name)
-	}
-	for k := range i.Children {
-		addHooks(&i.Children[k], path, hooks)
-	}
-	if i.Kind == cell.KindModule || i.Kind == cell.KindRoot {
-		if names := hooks[cell.FullModuleID(path).String()]; len(names) > 0 {
-			i.Children = append(i.Children, cell.Info{Kind: cell.KindHook, Details: names})
-		}
-	}
+	return build.WriteTree(w, h.root, h.lc.hookNames())
 }

@@ -77,7 +77,7 @@ func TestRunShutdown(t *testing.T) {
 		lc.Append(cell.Hook{
 			OnStart: func(context.Context) error {
 				r.add("start")
-				s.Shutdown(hive.ShutdownWithError(stopErr))
+				s.Shutdown(cell.ShutdownWithError(stopErr))
 				s.Shutdown() // only the first request counts
 				return nil
 			},

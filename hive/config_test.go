@@ -55,15 +55,19 @@ func (c serverConfig) Validate() error {
 // reading env variables under prefix TEST.
 func loadServerConfig(t *testing.T, args []string, env map[string]string) (serverConfig, error) {
 	t.Helper()
+	return loadServerConfigWithPrefix(t, "TEST", args, env)
+}
+
+func loadServerConfigWithPrefix(t *testing.T, prefix string, args []string, env map[string]string) (serverConfig, error) {
+	t.Helper()
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
 	var got serverConfig
-	h := newHive(cell.Module("server", "Server",
+	h := hive.NewWithOptions(hive.Options{Logger: quiet.Logger, EnvPrefix: prefix}, cell.Module("server", "Server",
 		cell.Config(serverDefaults),
 		cell.Invoke(func(c serverConfig) { got = c }),
 	))
-	h.SetEnvPrefix("TEST")
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	fs.SetOutput(&bytes.Buffer{})
 	h.RegisterFlags(fs)
@@ -118,6 +122,18 @@ func TestConfigValues(t *testing.T) {
 				t.Fatalf("config = %+v, want %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+// Without an env prefix (the default) no environment variable is read.
+func TestNoEnvPrefixReadsNoEnvironment(t *testing.T) {
+	env := map[string]string{"TEST_PORT": "9090", "PORT": "9091", "_PORT": "9092"}
+	got, err := loadServerConfigWithPrefix(t, "", nil, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equalServerConfig(got, serverDefaults) {
+		t.Fatalf("config = %+v, want the defaults", got)
 	}
 }
 

@@ -70,8 +70,7 @@ var Greeter = cell.Module("greeter", "Greets someone",
 
 // A module with config, run through the hive's command line.
 func ExampleHive_Command() {
-	h := hive.New(Greeter)
-	h.SetEnvPrefix("GREETER")
+	h := hive.NewWithOptions(hive.Options{EnvPrefix: "GREETER"}, Greeter)
 	cmd := h.Command()
 	cmd.SetArgs([]string{"--name=gopher", "--times=2"})
 	if err := cmd.Execute(); err != nil {

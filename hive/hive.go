@@ -18,6 +18,7 @@ import (
 
 	"github.com/steadystate/steadystate/hive/cell"
 	"github.com/steadystate/steadystate/hive/health"
+	"github.com/steadystate/steadystate/hive/internal/build"
 	"github.com/steadystate/steadystate/hive/job"
 )
 
@@ -37,16 +38,18 @@ type Options struct {
 	// Logger is the root logger; modules get it tagged with their id
 	// (default slog.Default()).
 	Logger *slog.Logger
-	// EnvPrefix enables environment variables PREFIX_FLAG_NAME for every
-	// config flag (default "": no environment variables are read). See
-	// SetEnvPrefix.
+	// EnvPrefix makes config flags take values from environment variables
+	// named PREFIX_FLAG_NAME (see EnvName): with prefix "AGENT",
+	// --metrics-addr reads AGENT_METRICS_ADDR. A flag given on the command
+	// line wins over the environment. Default "": no environment variables
+	// are read.
 	EnvPrefix string
 }
 
 // Hive is an application assembled from cells.
 type Hive struct {
 	opts     Options
-	cells    []cell.Cell
+	root     *build.Node // the cells, as one group
 	flags    *pflag.FlagSet
 	flagsErr error
 	lc       *lifecycle
@@ -86,31 +89,20 @@ func NewWithOptions(opts Options, cells ...cell.Cell) *Hive {
 	}
 	h := &Hive{
 		opts:     opts,
-		cells:    cells,
+		root:     build.NodeOf(cell.Group(cells...)),
 		flags:    pflag.NewFlagSet("hive", pflag.ContinueOnError),
 		lc:       &lifecycle{log: opts.Logger},
 		registry: prometheus.NewRegistry(),
 		health:   health.NewTree(),
 		shutdown: make(chan error, 1),
 	}
-	h.flagsErr = cell.RegisterFlags(h.flags, cells...)
+	h.flagsErr = build.RegisterFlags(h.flags, h.root)
 	h.registry.MustRegister(
 		h.health,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	return h
-}
-
-// SetEnvPrefix makes config flags take values from environment variables
-// named PREFIX_FLAG_NAME (the flag name upper-cased, '-' and '.' turned
-// into '_'): with prefix "AGENT", --metrics-addr reads AGENT_METRICS_ADDR.
-// A flag given on the command line wins over the environment. Call it
-// before Populate.
-func (h *Hive) SetEnvPrefix(prefix string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.opts.EnvPrefix = prefix
 }
 
 // RegisterFlags adds the flags of the config cells to fs, for programs that
@@ -146,45 +138,39 @@ func (h *Hive) populateLocked() error {
 		return err
 	}
 	c := dig.New(dig.DeferAcyclicVerification())
-	jobs := job.NewRegistry(h.opts.Logger, h)
 	for _, ctor := range []any{
 		func() *prometheus.Registry { return h.registry },
 		func() prometheus.Registerer { return h.registry },
 		func() prometheus.Gatherer { return h.registry },
 		func() *health.Tree { return h.health },
 		func() cell.Shutdowner { return h },
-		func() job.Registry { return jobs },
 	} {
 		if err := c.Provide(ctor); err != nil {
 			return fmt.Errorf("hive: %w", err)
 		}
 	}
-	return cell.Build(c, cell.BuildOptions{
+	return build.Build(c, build.Options{
 		Flags:           h.flags,
-		ModuleProviders: h.moduleProviders(),
-	}, h.cells...)
+		ModuleProviders: h.moduleProviders,
+	}, h.root)
 }
 
-// moduleProviders are the constructors every module gets its own result of.
-func (h *Hive) moduleProviders() []any {
+// moduleProviders are the constructors of the values every module (and the
+// root) gets its own of.
+func (h *Hive) moduleProviders(id string, path []string) []any {
+	full := cell.FullModuleID(path)
+	log := h.opts.Logger
+	if len(full) > 0 {
+		log = log.With("module", full.String())
+	}
 	return []any{
-		func(id cell.FullModuleID) *slog.Logger {
-			if len(id) == 0 {
-				return h.opts.Logger
-			}
-			return h.opts.Logger.With("module", id.String())
-		},
-		func(id cell.FullModuleID) cell.Health {
-			if len(id) == 0 {
-				return h.health.Root()
-			}
-			return h.health.Scope(id...)
-		},
-		func(id cell.FullModuleID) cell.Lifecycle {
-			return moduleLifecycle{lc: h.lc, module: id.String()}
-		},
-		func(r job.Registry, hl cell.Health, lc cell.Lifecycle, log *slog.Logger) job.Group {
-			return r.NewGroup(hl, lc, job.WithLogger(log))
+		func() cell.ModuleID { return cell.ModuleID(id) },
+		func() cell.FullModuleID { return full },
+		func() *slog.Logger { return log },
+		func() cell.Health { return h.health.Module(full) },
+		func() cell.Lifecycle { return moduleLifecycle{lc: h.lc, module: full.String()} },
+		func(hl cell.Health, lc cell.Lifecycle) job.Group {
+			return job.NewGroup(job.GroupConfig{Module: full, Lifecycle: lc, Health: hl, Logger: log, Shutdowner: h})
 		},
 	}
 }
@@ -221,8 +207,11 @@ func (h *Hive) Start(ctx context.Context) error {
 }
 
 // Stop stops the started hooks in reverse order within Options.StopTimeout
-// and returns their joined errors (ErrStopFailed, ErrStopTimeout). Stopping
-// a hive that is not running does nothing.
+// and returns their joined errors (ErrStopFailed, ErrStopTimeout). It calls
+// every hook's Stop even after one failed or the deadline passed. It never
+// populates: stopping a hive that is not running does nothing. Jobs that
+// ignore their context past the deadline are abandoned (ErrStopTimeout
+// wrapping job.ErrJobsNotStopped; see package job).
 func (h *Hive) Stop(ctx context.Context) error {
 	h.mu.Lock()
 	if h.state != stateStarted {
@@ -241,15 +230,10 @@ func (h *Hive) Stop(ctx context.Context) error {
 	return err
 }
 
-// ShutdownOption adjusts a shutdown request.
-type ShutdownOption = cell.ShutdownOption
-
-// ShutdownWithError makes Run return err after stopping.
-func ShutdownWithError(err error) ShutdownOption { return cell.ShutdownWithError(err) }
-
-// Shutdown asks Run to stop the hive. Only the first request counts; it
-// never blocks and may come before Run started waiting.
-func (h *Hive) Shutdown(opts ...ShutdownOption) {
+// Shutdown implements cell.Shutdowner: it asks Run to stop the hive (with
+// cell.ShutdownWithError, to return that error). Only the first request
+// counts; it never blocks and may come before Run started waiting.
+func (h *Hive) Shutdown(opts ...cell.ShutdownOption) {
 	req := cell.NewShutdownRequest(opts...)
 	select {
 	case h.shutdown <- req.Err:

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/steadystate/steadystate/hive/cell"
+	"github.com/steadystate/steadystate/hive/internal/build"
 )
 
 // hookEntry is an appended hook with its names.
@@ -50,7 +51,7 @@ func (m moduleLifecycle) Append(h cell.HookInterface) {
 		name = n.HookName()
 	} else if pc, _, _, ok := runtime.Caller(1); ok {
 		if f := runtime.FuncForPC(pc); f != nil {
-			name = cell.ShortFuncName(f.Name())
+			name = build.ShortFuncName(f.Name())
 		}
 	}
 	m.lc.mu.Lock()

@@ -1,13 +1,16 @@
 package hive_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/steadystate/steadystate/hive"
@@ -198,6 +201,15 @@ func TestStopTimeoutStillStopsEveryHook(t *testing.T) {
 	}
 }
 
+// Stop never populates: stopping a hive that was not started does nothing.
+func TestStopNeverPopulates(t *testing.T) {
+	var invoked bool
+	h := newHive(cell.Invoke(func() { invoked = true }))
+	if err := h.Stop(t.Context()); err != nil || invoked {
+		t.Fatalf("Stop = %v, invoked %v; want nil and no Populate", err, invoked)
+	}
+}
+
 func TestHookNames(t *testing.T) {
 	named := namedHook{}
 	h := newHive(cell.Module("m", "M", cell.Invoke(func(lc cell.Lifecycle) {
@@ -207,17 +219,7 @@ func TestHookNames(t *testing.T) {
 	if err := h.Populate(); err != nil {
 		t.Fatal(err)
 	}
-	var hooks []string
-	var walk func(i cell.Info)
-	walk = func(i cell.Info) {
-		if i.Kind == cell.KindHook {
-			hooks = append(hooks, i.Details...)
-		}
-		for _, c := range i.Children {
-			walk(c)
-		}
-	}
-	walk(h.Info())
+	hooks := hookNames(t, h)
 	want := []string{"my hook", "hive_test.TestHookNames.func1", "hive_test.TestHookNames.func2"}
 	if !slices.Equal(hooks, want) {
 		t.Fatalf("hooks = %v, want %v", hooks, want)
@@ -228,28 +230,43 @@ type namedHook struct{ cell.Hook }
 
 func (namedHook) HookName() string { return "my hook" }
 
+// A zero Options gives the documented defaults: hooks see their deadlines
+// exactly DefaultStartTimeout and DefaultStopTimeout away (on a bubble's
+// clock), and the hive logs to slog.Default().
 func TestOptionDefaults(t *testing.T) {
 	if hive.DefaultStartTimeout != 5*time.Minute || hive.DefaultStopTimeout != time.Minute {
 		t.Fatalf("defaults changed: start %v stop %v; update the docs", hive.DefaultStartTimeout, hive.DefaultStopTimeout)
 	}
-	// A zero Options must give a working hive with the default timeouts:
-	// the hook sees a deadline about DefaultStartTimeout away.
-	var deadline time.Duration
-	h := hive.NewWithOptions(hive.Options{Logger: quiet.Logger}, cell.Invoke(func(lc cell.Lifecycle) {
-		lc.Append(cell.Hook{OnStart: func(ctx context.Context) error {
-			d, ok := ctx.Deadline()
+	var logs bytes.Buffer
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+	synctest.Test(t, func(t *testing.T) {
+		var startIn, stopIn time.Duration
+		untilDeadline := func(ctx context.Context, d *time.Duration) error {
+			deadline, ok := ctx.Deadline()
 			if !ok {
 				return fmt.Errorf("no deadline")
 			}
-			deadline = time.Until(d)
+			*d = time.Until(deadline)
 			return nil
-		}})
-	}))
-	if err := h.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer h.Stop(context.Background())
-	if deadline <= hive.DefaultStartTimeout-time.Minute || deadline > hive.DefaultStartTimeout {
-		t.Fatalf("start deadline in %v, want about %v", deadline, hive.DefaultStartTimeout)
+		}
+		h := hive.New(cell.Invoke(func(lc cell.Lifecycle) {
+			lc.Append(cell.Hook{
+				OnStart: func(ctx context.Context) error { return untilDeadline(ctx, &startIn) },
+				OnStop:  func(ctx context.Context) error { return untilDeadline(ctx, &stopIn) },
+			})
+		}))
+		if err := h.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if startIn != hive.DefaultStartTimeout || stopIn != hive.DefaultStopTimeout {
+			t.Fatalf("deadlines in %v and %v, want %v and %v", startIn, stopIn, hive.DefaultStartTimeout, hive.DefaultStopTimeout)
+		}
+	})
+	if !strings.Contains(logs.String(), "msg=Starting") {
+		t.Fatalf("default logger got %q, want the hive's logs", logs.String())
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/steadystate/steadystate/hive"
 	"github.com/steadystate/steadystate/hive/cell"
 	"github.com/steadystate/steadystate/hive/health"
+	"github.com/steadystate/steadystate/hive/hivetest"
 	"github.com/steadystate/steadystate/hive/job"
 )
 
@@ -35,11 +36,11 @@ func get(t *testing.T, url string) string {
 func TestMetricsServerAndHealth(t *testing.T) {
 	var ep *hive.MetricsEndpoint
 	ready := make(chan struct{})
-	h := newHive(
+	hivetest.StartWithOptions(t, hivetest.Options{Flags: []string{"--metrics-addr=127.0.0.1:0"}},
 		hive.MetricsServer,
 		cell.Invoke(func(e *hive.MetricsEndpoint) { ep = e }),
-		cell.Module("worker", "Worker", cell.Invoke(func(g job.Group) {
-			g.Add(job.OneShot("sync", func(ctx context.Context, h cell.Health) error {
+		cell.Module("worker", "Worker", cell.Invoke(func(g job.Group) error {
+			return g.Add(job.OneShot("sync", func(ctx context.Context, h cell.Health) error {
 				h.OK("synced")
 				close(ready)
 				<-ctx.Done()
@@ -47,19 +48,6 @@ func TestMetricsServerAndHealth(t *testing.T) {
 			}))
 		})),
 	)
-	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
-	h.RegisterFlags(fs)
-	if err := fs.Parse([]string{"--metrics-addr=127.0.0.1:0"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := h.Stop(context.Background()); err != nil {
-			t.Error(err)
-		}
-	}()
 	select {
 	case <-ready:
 	case <-time.After(10 * time.Second):
@@ -67,7 +55,11 @@ func TestMetricsServerAndHealth(t *testing.T) {
 	}
 
 	metrics := get(t, "http://"+ep.Addr()+"/metrics")
-	for _, s := range []string{`hive_health_scopes{level="OK"} 1`, `hive_health_scopes{level="Degraded"} 0`, "go_goroutines"} {
+	for _, s := range []string{
+		`steadystate_health_scopes{level="OK",module="worker"} 1`,
+		`steadystate_health_scopes{level="Degraded",module="worker"} 0`,
+		"go_goroutines",
+	} {
 		if !strings.Contains(metrics, s) {
 			t.Errorf("/metrics lacks %q", s)
 		}
@@ -80,8 +72,17 @@ func TestMetricsServerAndHealth(t *testing.T) {
 	if len(st.Children) != 1 || st.Children[0].ID != "worker" || len(st.Children[0].Children) != 1 {
 		t.Fatalf("health tree %+v, want module worker with one job", st)
 	}
-	if j := st.Children[0].Children[0]; j.ID != "worker.sync" || j.Level != cell.LevelOK || j.Message != "synced" {
+	if j := st.Children[0].Children[0]; j.ID != "worker.sync" || j.Level != health.LevelOK || j.Message != "synced" {
 		t.Fatalf("job status %+v", j)
+	}
+}
+
+// MetricsServer is off by default: without --metrics-addr nothing listens.
+func TestMetricsServerOffByDefault(t *testing.T) {
+	var ep *hive.MetricsEndpoint
+	hivetest.Start(t, hive.MetricsServer, cell.Invoke(func(e *hive.MetricsEndpoint) { ep = e }))
+	if addr := ep.Addr(); addr != "" {
+		t.Fatalf("Addr = %q, want the server off", addr)
 	}
 }
 

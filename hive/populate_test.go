@@ -73,6 +73,13 @@ func TestPopulateErrors(t *testing.T) {
 			name:    "empty module id",
 			cells:   []cell.Cell{cell.Module("", "Empty")},
 			wantErr: cell.ErrInvalidModuleID,
+			wantMsg: []string{`""`, "must match [a-z][a-z0-9_-]{0,63}"},
+		},
+		{
+			name:    "nil cell",
+			cells:   []cell.Cell{cell.Module("a", "A", cell.Invoke(func() {}), nil)},
+			wantErr: cell.ErrNilCell,
+			wantMsg: []string{"module a:"},
 		},
 		{
 			name:    "duplicate sibling module",

@@ -4,16 +4,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"time"
 
+	retry "github.com/steadystate/steadystate/internal/backoff"
+	"github.com/steadystate/steadystate/internal/names"
 	"github.com/steadystate/steadystate/statedb"
 )
 
 // Config configures a Reconciler. Zero values mean the documented defaults.
 type Config[Obj any] struct {
-	// Name is used in metrics, health and logs. It must match
-	// [a-z][a-z0-9_-]*. Required.
+	// Name is used in metrics, health and logs. It follows the name rule
+	// of table names: a lower-case letter, then up to 63 lower-case
+	// letters, digits, '-' and '_'. Required.
 	Name string
 	// Table holds the desired objects. Required.
 	Table statedb.RWTable[Obj]
@@ -32,8 +34,10 @@ type Config[Obj any] struct {
 	// reconciliation; when set, the first one runs as soon as the table is
 	// initialized. 0 means only when Prune is called.
 	FullReconciliationInterval time.Duration
-	// RetryBackoffMin is the first retry delay of a failed object.
-	// Default DefaultRetryBackoffMin.
+	// RetryBackoffMin is the first retry delay of a failed object (and of
+	// a failed Prune); each further failure doubles it, with up to a
+	// quarter of jitter, up to RetryBackoffMax. Default
+	// DefaultRetryBackoffMin.
 	RetryBackoffMin time.Duration
 	// RetryBackoffMax caps the retry delay. Default DefaultRetryBackoffMax,
 	// or RetryBackoffMin if that is larger.
@@ -43,38 +47,37 @@ type Config[Obj any] struct {
 	IncrementalRoundSize int
 	// OperationTimeout bounds each Target operation (a whole batch, for a
 	// batch target, and Prune): its context gets a deadline between half
-	// and all of it from the operation's start (see opContext). An
-	// operation that takes longer fails with the context's error and is
-	// retried. Default DefaultOperationTimeout.
+	// and all of it from the operation's start (the operations of a round
+	// share a deadline, renewed when half of it is left). An operation that
+	// takes longer fails with the context's error and is retried. Default
+	// DefaultOperationTimeout.
 	OperationTimeout time.Duration
-	// Metrics receives the reconciler's measurements. Default: none.
+	// Metrics receives the reconciler's measurements. Default NopMetrics.
 	Metrics Metrics
-	// Health receives the reconciler's health. Default: none.
+	// Health receives the reconciler's health: OK with the object count,
+	// Degraded with the failing objects, Stopped when Run returns. Default:
+	// none (nil).
 	Health Health
-	// Logger is used for failures and panics. Default: slog.Default()
-	// tagged with the reconciler's name.
+	// Logger is used for failures and panics, tagged with
+	// reconciler=<Name>. Default slog.Default().
 	Logger *slog.Logger
 }
 
-// Defaults for the zero values of Config.
+// Defaults for the zero values of Config. The retry backoffs are the
+// project's one retry backoff's, the same as hive jobs': 100ms and 1m.
 const (
-	DefaultRetryBackoffMin      = 100 * time.Millisecond
-	DefaultRetryBackoffMax      = time.Minute
+	DefaultRetryBackoffMin      = retry.DefaultMin
+	DefaultRetryBackoffMax      = retry.DefaultMax
 	DefaultIncrementalRoundSize = 1000
 	DefaultOperationTimeout     = time.Minute
 )
-
-var nameRe = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
-
-// ErrInvalidConfig is wrapped by the error New returns for a bad Config.
-var ErrInvalidConfig = errors.New("invalid reconciler config")
 
 // validate checks cfg and fills in the defaults.
 func (cfg *Config[Obj]) validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if !nameRe.MatchString(cfg.Name) {
-		bad("Name %q must match %s", cfg.Name, nameRe)
+	if !names.Valid(cfg.Name) {
+		bad("Name %q must match %s", cfg.Name, names.Pattern)
 	}
 	if cfg.Table == nil {
 		bad("Table is required")

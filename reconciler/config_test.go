@@ -1,40 +1,91 @@
 package reconciler
 
 import (
+	"context"
 	"errors"
+	"iter"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/steadystate/steadystate/index"
+	"github.com/steadystate/steadystate/statedb"
 )
+
+// The config tests look inside the reconciler New returns, so they are
+// in-package tests with an object and a target of their own.
+
+type cfgObj struct {
+	ID     string
+	Status Status
+}
+
+type cfgTarget struct{}
+
+func (cfgTarget) Update(context.Context, statedb.ReadTxn, *cfgObj) error { return nil }
+func (cfgTarget) Delete(context.Context, statedb.ReadTxn, *cfgObj) error { return nil }
+func (cfgTarget) Prune(context.Context, statedb.ReadTxn, iter.Seq2[*cfgObj, statedb.Revision]) error {
+	return nil
+}
+
+// cfgTable returns a db with an empty table of cfgObj.
+func cfgTable(t *testing.T) (*statedb.DB, statedb.RWTable[*cfgObj]) {
+	t.Helper()
+	db := statedb.New()
+	tbl, err := statedb.NewTable(db, "objs", statedb.Index[*cfgObj, string]{
+		Name:       "id",
+		FromObject: func(o *cfgObj) index.KeySet { return index.NewKeySet(index.String(o.ID)) },
+		FromKey:    index.String,
+		Unique:     true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, tbl
+}
+
+// validConfig is a valid config for tbl, with retries after 1-10ms.
+func validConfig(tbl statedb.RWTable[*cfgObj]) Config[*cfgObj] {
+	return Config[*cfgObj]{
+		Name:            "test",
+		Table:           tbl,
+		Target:          cfgTarget{},
+		GetObjectStatus: func(o *cfgObj) Status { return o.Status },
+		SetObjectStatus: func(o *cfgObj, s Status) *cfgObj { o.Status = s; return o },
+		CloneObject:     func(o *cfgObj) *cfgObj { c := *o; return &c },
+		RetryBackoffMin: time.Millisecond,
+		RetryBackoffMax: 10 * time.Millisecond,
+	}
+}
 
 // New rejects every bad config with ErrInvalidConfig and says what is
 // wrong.
 func TestNewInvalidConfig(t *testing.T) {
-	db, tbl := newTestTable(t)
+	db, tbl := cfgTable(t)
 	tests := []struct {
 		name   string
-		change func(*Config[*testObj])
+		change func(*Config[*cfgObj])
 		want   string // in the error
 	}{
-		{"no name", func(c *Config[*testObj]) { c.Name = "" }, "Name"},
-		{"upper-case name", func(c *Config[*testObj]) { c.Name = "Routes" }, "Name"},
-		{"name with a space", func(c *Config[*testObj]) { c.Name = "my routes" }, "Name"},
-		{"name starting with a digit", func(c *Config[*testObj]) { c.Name = "1routes" }, "Name"},
-		{"name too long", func(c *Config[*testObj]) { c.Name = "r" + strings.Repeat("x", 64) }, "Name"},
-		{"no table", func(c *Config[*testObj]) { c.Table = nil }, "Table"},
-		{"no target", func(c *Config[*testObj]) { c.Target = nil }, "Target"},
-		{"no GetObjectStatus", func(c *Config[*testObj]) { c.GetObjectStatus = nil }, "GetObjectStatus"},
-		{"no SetObjectStatus", func(c *Config[*testObj]) { c.SetObjectStatus = nil }, "SetObjectStatus"},
-		{"no CloneObject", func(c *Config[*testObj]) { c.CloneObject = nil }, "CloneObject"},
-		{"negative interval", func(c *Config[*testObj]) { c.FullReconciliationInterval = -1 }, "FullReconciliationInterval"},
-		{"negative backoff", func(c *Config[*testObj]) { c.RetryBackoffMin = -1 }, "backoff"},
-		{"max below min", func(c *Config[*testObj]) { c.RetryBackoffMin, c.RetryBackoffMax = time.Second, time.Millisecond }, "RetryBackoffMax"},
-		{"negative round size", func(c *Config[*testObj]) { c.IncrementalRoundSize = -1 }, "IncrementalRoundSize"},
-		{"negative timeout", func(c *Config[*testObj]) { c.OperationTimeout = -1 }, "OperationTimeout"},
+		{"no name", func(c *Config[*cfgObj]) { c.Name = "" }, "Name"},
+		{"upper-case name", func(c *Config[*cfgObj]) { c.Name = "Routes" }, "Name"},
+		{"name with a space", func(c *Config[*cfgObj]) { c.Name = "my routes" }, "Name"},
+		{"name starting with a digit", func(c *Config[*cfgObj]) { c.Name = "1routes" }, "Name"},
+		{"name too long", func(c *Config[*cfgObj]) { c.Name = "r" + strings.Repeat("x", 64) }, "Name"},
+		{"no table", func(c *Config[*cfgObj]) { c.Table = nil }, "Table"},
+		{"no target", func(c *Config[*cfgObj]) { c.Target = nil }, "Target"},
+		{"no GetObjectStatus", func(c *Config[*cfgObj]) { c.GetObjectStatus = nil }, "GetObjectStatus"},
+		{"no SetObjectStatus", func(c *Config[*cfgObj]) { c.SetObjectStatus = nil }, "SetObjectStatus"},
+		{"no CloneObject", func(c *Config[*cfgObj]) { c.CloneObject = nil }, "CloneObject"},
+		{"negative interval", func(c *Config[*cfgObj]) { c.FullReconciliationInterval = -1 }, "FullReconciliationInterval"},
+		{"negative backoff", func(c *Config[*cfgObj]) { c.RetryBackoffMin = -1 }, "backoff"},
+		{"max below min", func(c *Config[*cfgObj]) { c.RetryBackoffMin, c.RetryBackoffMax = time.Second, time.Millisecond }, "RetryBackoffMax"},
+		{"negative round size", func(c *Config[*cfgObj]) { c.IncrementalRoundSize = -1 }, "IncrementalRoundSize"},
+		{"negative timeout", func(c *Config[*cfgObj]) { c.OperationTimeout = -1 }, "OperationTimeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := testConfig(tbl, newTestTarget())
+			cfg := validConfig(tbl)
 			tt.change(&cfg)
 			r, err := New(db, cfg)
 			if !errors.Is(err, ErrInvalidConfig) || r != nil {
@@ -47,7 +98,7 @@ func TestNewInvalidConfig(t *testing.T) {
 	}
 
 	t.Run("everything missing", func(t *testing.T) {
-		_, err := New(db, Config[*testObj]{})
+		_, err := New(db, Config[*cfgObj]{})
 		for _, field := range []string{"Name", "Table", "Target", "GetObjectStatus", "SetObjectStatus", "CloneObject"} {
 			if !strings.Contains(err.Error(), field) {
 				t.Errorf("error %q does not list %s", err, field)
@@ -55,7 +106,7 @@ func TestNewInvalidConfig(t *testing.T) {
 		}
 	})
 	t.Run("no db", func(t *testing.T) {
-		if _, err := New(nil, testConfig(tbl, newTestTarget())); !errors.Is(err, ErrInvalidConfig) {
+		if _, err := New(nil, validConfig(tbl)); !errors.Is(err, ErrInvalidConfig) {
 			t.Fatalf("New(nil db): %v", err)
 		}
 	})
@@ -63,14 +114,14 @@ func TestNewInvalidConfig(t *testing.T) {
 
 // The zero values of Config mean the documented defaults.
 func TestNewDefaults(t *testing.T) {
-	db, tbl := newTestTable(t)
-	cfg := testConfig(tbl, newTestTarget())
+	db, tbl := cfgTable(t)
+	cfg := validConfig(tbl)
 	cfg.RetryBackoffMin, cfg.RetryBackoffMax = 0, 0
 	r, err := New(db, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := r.(*reconciler[*testObj]).cfg
+	got := r.(*reconciler[*cfgObj]).cfg
 	if got.RetryBackoffMin != DefaultRetryBackoffMin || DefaultRetryBackoffMin != 100*time.Millisecond {
 		t.Errorf("RetryBackoffMin = %v, want DefaultRetryBackoffMin = 100ms", got.RetryBackoffMin)
 	}
@@ -102,18 +153,18 @@ func TestNewDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := r.(*reconciler[*testObj]).cfg.RetryBackoffMax; got != 2*time.Minute {
+	if got := r.(*reconciler[*cfgObj]).cfg.RetryBackoffMax; got != 2*time.Minute {
 		t.Errorf("RetryBackoffMax = %v with RetryBackoffMin 2m, want 2m", got)
 	}
 
 	// Set values are kept.
-	cfg = testConfig(tbl, newTestTarget())
+	cfg = validConfig(tbl)
 	cfg.IncrementalRoundSize, cfg.OperationTimeout, cfg.FullReconciliationInterval = 7, time.Second, time.Hour
 	r, err = New(db, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got = r.(*reconciler[*testObj]).cfg
+	got = r.(*reconciler[*cfgObj]).cfg
 	if got.IncrementalRoundSize != 7 || got.OperationTimeout != time.Second || got.FullReconciliationInterval != time.Hour ||
 		got.RetryBackoffMin != time.Millisecond || got.RetryBackoffMax != 10*time.Millisecond {
 		t.Errorf("set values changed: %+v", got)

@@ -5,9 +5,18 @@ import (
 	"fmt"
 )
 
-// ErrNotAllReconciled is wrapped by WaitUntilReconciled's error when the
-// revision was reached but some objects failed their latest attempt.
-var ErrNotAllReconciled = errors.New("not all objects reconciled")
+// Sentinel errors; match with errors.Is. Each error that wraps one names
+// the reconciler (Config.Name) it concerns.
+var (
+	// ErrInvalidConfig is wrapped by the error New returns for a bad
+	// Config; the error lists every problem.
+	ErrInvalidConfig = errors.New("invalid reconciler config")
+
+	// ErrNotAllReconciled is wrapped by WaitUntilReconciled's error when
+	// the revision was reached but some objects failed their latest
+	// attempt.
+	ErrNotAllReconciled = errors.New("not all objects reconciled")
+)
 
 // terminalError marks an error that retrying cannot fix.
 type terminalError struct{ err error }

@@ -1,91 +1,113 @@
-package reconciler
+package reconciler_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/steadystate/steadystate/index"
+	"github.com/steadystate/steadystate/reconciler"
+	"github.com/steadystate/steadystate/reconciler/reconcilertest"
 	"github.com/steadystate/steadystate/statedb"
 )
 
-// fixture is a table, a test target and a reconciler running between them,
-// with helpers that read like the steps of a scenario.
+// The scenario tests (scripts and Go) run from outside the package, as a
+// user would, on reconcilertest's target and health. This file holds
+// their desired object and a fixture with steps that read like a story.
+
+// testObj is the desired object: a key, a value for the real system and
+// the reconciliation status.
+type testObj struct {
+	ID     string
+	Value  int
+	Status reconciler.Status
+}
+
+// String names the object in the reconciler's health reports.
+func (o *testObj) String() string { return fmt.Sprintf("%s=%d", o.ID, o.Value) }
+
+func objKey(o *testObj) string { return o.ID }
+
+func getStatus(o *testObj) reconciler.Status { return o.Status }
+
+func setStatus(o *testObj, s reconciler.Status) *testObj { o.Status = s; return o }
+
+func cloneObj(o *testObj) *testObj { c := *o; return &c }
+
+var idIndex = statedb.Index[*testObj, string]{
+	Name:       "id",
+	FromObject: func(o *testObj) index.KeySet { return index.NewKeySet(index.String(o.ID)) },
+	FromKey:    index.String,
+	Unique:     true,
+}
+
+var statusIndex = reconciler.StatusIndex(getStatus)
+
+// fixture is a table, a recording target and a reconciler between them.
 type fixture struct {
 	t       testing.TB
 	db      *statedb.DB
 	table   statedb.RWTable[*testObj]
-	target  *testTarget
-	health  *recordingHealth
-	metrics *recordingMetrics
-	cfg     Config[*testObj] // adjust before start
-	rec     Reconciler[*testObj]
-	cancel  context.CancelFunc
-	done    chan error
+	target  *reconcilertest.Target[*testObj]
+	health  *reconcilertest.Health
+	metrics *gauges
+	cfg     reconciler.Config[*testObj] // adjust before start
+	rec     *reconcilertest.Reconciler[*testObj]
 }
 
-// newFixture returns a fixture that is not started yet; with batch, the
-// target implements BatchTarget.
+// newFixture returns a fixture that is not started yet. With batch, the
+// reconciler gets the target as a reconciler.BatchTarget.
 func newFixture(t testing.TB, batch bool) *fixture {
-	f := &fixture{t: t, target: newTestTarget(), health: &recordingHealth{}, metrics: newRecordingMetrics()}
-	f.db, f.table = newTestTable(t)
-	var target Target[*testObj] = f.target
-	if batch {
-		target = testBatchTarget{f.target}
+	t.Helper()
+	f := &fixture{
+		t:       t,
+		db:      statedb.New(),
+		target:  reconcilertest.NewTarget(objKey),
+		health:  &reconcilertest.Health{},
+		metrics: &gauges{},
 	}
-	f.cfg = testConfig(f.table, target)
-	f.cfg.Health = f.health
-	f.cfg.Metrics = f.metrics
-	f.cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), nil)) // shown with the test's failure
+	var err error
+	f.table, err = statedb.NewTable(f.db, "objs", idIndex, statusIndex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var target reconciler.Target[*testObj] = f.target
+	if batch {
+		target = f.target.Batch()
+	}
+	f.cfg = reconciler.Config[*testObj]{
+		Name:            "test",
+		Table:           f.table,
+		Target:          target,
+		GetObjectStatus: getStatus,
+		SetObjectStatus: setStatus,
+		CloneObject:     cloneObj,
+		RetryBackoffMin: time.Millisecond,
+		RetryBackoffMax: 10 * time.Millisecond,
+		Health:          f.health,
+		Metrics:         f.metrics,
+		Logger:          slog.New(slog.NewTextHandler(t.Output(), nil)), // shown with the test's failure
+	}
 	return f
 }
 
-func (f *fixture) started() bool { return f.rec != nil }
-
-// start creates the reconciler from f.cfg and runs it until the test ends.
+// start runs the reconciler from f.cfg until the test ends.
 func (f *fixture) start() {
 	f.t.Helper()
-	rec, err := New(f.db, f.cfg)
-	if err != nil {
-		f.t.Fatalf("New: %v", err)
-	}
-	f.rec = rec
-	ctx, cancel := context.WithCancel(context.Background())
-	f.cancel = cancel
-	f.done = make(chan error, 1)
-	go func() { f.done <- rec.Run(ctx) }()
-	f.t.Cleanup(f.stop)
+	f.rec = reconcilertest.Start(f.t, f.db, f.cfg)
 }
 
-// stop cancels Run and waits for it to return nil.
-func (f *fixture) stop() {
-	f.t.Helper()
-	if f.cancel == nil {
-		return
-	}
-	f.cancel()
-	f.cancel = nil
-	select {
-	case err := <-f.done:
-		if err != nil {
-			f.t.Errorf("Run returned %v", err)
-		}
-	case <-time.After(waitTimeout):
-		f.t.Errorf("Run did not return %v after its context was cancelled", waitTimeout)
-	}
-}
-
-// insert inserts new Pending versions of the objects in one transaction
-// and returns the revision of the commit.
+// insert inserts new Pending versions of objs in one transaction and
+// returns the table's revision after it.
 func (f *fixture) insert(objs ...*testObj) statedb.Revision {
 	f.t.Helper()
 	wtxn := f.db.WriteTxn(f.table)
 	defer wtxn.Abort()
 	for _, o := range objs {
-		o.Status = StatusPending()
+		o.Status = reconciler.StatusPending()
 		if _, _, err := f.table.Insert(wtxn, o); err != nil {
 			f.t.Fatalf("insert %v: %v", o, err)
 		}
@@ -102,6 +124,7 @@ func (f *fixture) insertN(prefix string, n int) statedb.Revision {
 	return f.insert(objs...)
 }
 
+// delete deletes the keys in one transaction.
 func (f *fixture) delete(keys ...string) statedb.Revision {
 	f.t.Helper()
 	wtxn := f.db.WriteTxn(f.table)
@@ -115,63 +138,75 @@ func (f *fixture) delete(keys ...string) statedb.Revision {
 }
 
 func (f *fixture) get(key string) (*testObj, bool) {
-	obj, _, found := f.table.Get(f.db.ReadTxn(), testIDIndex.Query(key))
+	obj, _, found := f.table.Get(f.db.ReadTxn(), idIndex.Query(key))
 	return obj, found
 }
 
-// waitTable waits until check holds for the table.
-func (f *fixture) waitTable(what string, check func(txn statedb.ReadTxn) bool) {
-	f.t.Helper()
-	waitUntil(f.t, what, func() (bool, <-chan struct{}) {
-		txn := f.db.ReadTxn()
-		_, watch := f.table.AllWatch(txn)
-		return check(txn), watch
-	})
-}
-
 // waitStatus waits until key has status kind with an error containing
-// substr.
-func (f *fixture) waitStatus(key string, kind StatusKind, substr string) *testObj {
+// substr, and returns the object.
+func (f *fixture) waitStatus(key string, kind reconciler.StatusKind, substr string) *testObj {
 	f.t.Helper()
-	var obj *testObj
-	f.waitTable(fmt.Sprintf("%s to be %s %q", key, kind, substr), func(txn statedb.ReadTxn) bool {
-		var found bool
-		obj, _, found = f.table.Get(txn, testIDIndex.Query(key))
-		return found && obj.Status.Kind == kind && strings.Contains(obj.Status.Error, substr)
-	})
-	return obj
+	timeout := time.NewTimer(reconcilertest.Timeout)
+	defer timeout.Stop()
+	for {
+		txn := f.db.ReadTxn()
+		obj, _, watch, found := f.table.GetWatch(txn, idIndex.Query(key))
+		if found && obj.Status.Kind == kind && strings.Contains(obj.Status.Error, substr) {
+			return obj
+		}
+		select {
+		case <-watch:
+		case <-timeout.C:
+			f.t.Fatalf("timed out waiting for %s to be %s %q; it is %v (found %v)", key, kind, substr, obj, found)
+		}
+	}
 }
 
 // countStatus returns how many objects have status kind.
-func (f *fixture) countStatus(kind StatusKind) int {
+func (f *fixture) countStatus(kind reconciler.StatusKind) int {
 	n := 0
-	for range f.table.List(f.db.ReadTxn(), testStatusIndex.Query(kind)) {
+	for range f.table.List(f.db.ReadTxn(), statusIndex.Query(kind)) {
 		n++
 	}
 	return n
-}
-
-// waitReconciled waits until every change so far was attempted.
-func (f *fixture) waitReconciled() (statedb.Revision, error) {
-	f.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-	defer cancel()
-	want := f.table.Revision(f.db.ReadTxn())
-	rev, err := f.rec.WaitUntilReconciled(ctx, want)
-	if errors.Is(err, context.DeadlineExceeded) {
-		f.t.Fatalf("WaitUntilReconciled(%d) timed out at %d", want, rev)
-	}
-	if err == nil && rev < want {
-		f.t.Fatalf("WaitUntilReconciled(%d) returned revision %d", want, rev)
-	}
-	return rev, err
 }
 
 // mustReconcile waits until every change so far was attempted and none
 // failed.
 func (f *fixture) mustReconcile() {
 	f.t.Helper()
-	if _, err := f.waitReconciled(); err != nil {
-		f.t.Fatalf("WaitUntilReconciled: %v", err)
+	if err := f.rec.Reconciled(); err != nil {
+		f.t.Fatalf("Reconciled: %v", err)
 	}
+}
+
+// gauges records the reconciler's two gauges; the rest of Metrics is
+// covered by the Prometheus tests.
+type gauges struct {
+	mu      sync.Mutex
+	errors  int
+	retries int
+}
+
+func (g *gauges) OperationDone(string, string, reconciler.Operation, time.Duration, int, int) {}
+func (g *gauges) FullReconciliationDone(string, string, time.Duration, error)                 {}
+func (g *gauges) PruneDone(string, string, time.Duration, error)                              {}
+
+func (g *gauges) Errors(_, _ string, n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.errors = n
+}
+
+func (g *gauges) QueuedRetries(_, _ string, n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.retries = n
+}
+
+// read returns the errors and queued-retries gauges.
+func (g *gauges) read() (errors, retries int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.errors, g.retries
 }

@@ -27,7 +27,8 @@ type fullState struct {
 
 // fullStep starts or continues a full reconciliation. It returns the
 // table's initialization channel when a full reconciliation is requested
-// but the table is not initialized yet (invariant 7: no Prune before that).
+// but the table is not initialized yet (the package doc's "No prune before
+// initialization").
 func (r *reconciler[Obj]) fullStep(ctx context.Context) <-chan struct{} {
 	f := &r.full
 	if !f.active {
@@ -53,7 +54,7 @@ func (r *reconciler[Obj]) fullStep(ctx context.Context) <-chan struct{} {
 			f.requested = true
 			f.retryAt = time.Now().Add(backoff(f.attempts, r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax))
 			r.cfg.Logger.Warn("Prune failed", "error", err, "attempt", f.attempts)
-			r.cfg.Metrics.FullReconciliationDone(r.cfg.Name, time.Since(f.started), f.err)
+			r.cfg.Metrics.FullReconciliationDone(r.cfg.Name, r.tableName, time.Since(f.started), f.err)
 			return nil
 		}
 		f.attempts, f.err, f.retryAt = 0, nil, time.Time{}
@@ -91,6 +92,6 @@ func (r *reconciler[Obj]) refreshChunk(ctx context.Context) {
 	}
 	if finished && ctx.Err() == nil {
 		f.active = false
-		r.cfg.Metrics.FullReconciliationDone(r.cfg.Name, time.Since(f.started), nil)
+		r.cfg.Metrics.FullReconciliationDone(r.cfg.Name, r.tableName, time.Since(f.started), nil)
 	}
 }

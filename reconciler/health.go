@@ -61,8 +61,8 @@ func (r *reconciler[Obj]) reportHealth(force bool) {
 		return
 	}
 	h.reported, h.failing, h.objects, h.pruneErr = true, failing, objects, r.full.err
-	r.cfg.Metrics.Errors(r.cfg.Name, failing)
-	r.cfg.Metrics.QueuedRetries(r.cfg.Name, r.retries.len())
+	r.cfg.Metrics.Errors(r.cfg.Name, r.tableName, failing)
+	r.cfg.Metrics.QueuedRetries(r.cfg.Name, r.tableName, r.retries.len())
 	if r.cfg.Health == nil {
 		return
 	}

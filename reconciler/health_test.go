@@ -1,9 +1,11 @@
-package reconciler
+package reconciler_test
 
 import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/steadystate/steadystate/reconciler/reconcilertest"
 )
 
 // Health reads OK with the object count, Degraded with the number of
@@ -15,39 +17,33 @@ func TestHealth(t *testing.T) {
 
 	f.insertN("o", 20)
 	f.mustReconcile()
-	f.health.waitFor(t, "OK with 20 objects", func(r healthReport) bool {
-		return r.level == "OK" && strings.Contains(r.reason, "20 objects")
-	})
+	f.health.WaitFor(t, reconcilertest.LevelOK, "20 objects")
 
 	// 15 objects start failing.
 	var failing []*testObj
 	for i := range 15 {
 		key := fmt.Sprintf("o%04d", i)
-		f.target.set(key, &behavior{forever: true})
+		f.target.Inject(key, reconcilertest.Fault{})
 		failing = append(failing, &testObj{ID: key, Value: 2})
 	}
 	f.insert(failing...)
-	r := f.health.waitFor(t, "Degraded with 15 failing", func(r healthReport) bool {
-		return r.level == "Degraded" && strings.Contains(r.reason, "15 of 20 objects failing")
-	})
-	_, latest, _ := strings.Cut(r.reason, "latest: ")
-	if n := strings.Count(latest, "; ") + 1; latest == "" || n > maxRecentErrors {
-		t.Errorf("Degraded reason lists %d errors, want 1..%d: %s", n, maxRecentErrors, r.reason)
+	r := f.health.WaitFor(t, reconcilertest.LevelDegraded, "15 of 20 objects failing")
+	_, latest, _ := strings.Cut(r.Reason, "latest: ")
+	if n := strings.Count(latest, "; ") + 1; latest == "" || n > 10 {
+		t.Errorf("Degraded reason lists %d errors, want 1..10: %s", n, r.Reason)
 	}
-	if r.err == nil || !strings.Contains(r.err.Error(), "injected failure") {
-		t.Errorf("Degraded error %v, want the latest failure", r.err)
+	if r.Err == nil || !strings.Contains(r.Err.Error(), "injected failure") {
+		t.Errorf("Degraded error %v, want the latest failure", r.Err)
 	}
 
 	for _, o := range failing {
-		f.target.set(o.ID, nil)
+		f.target.Clear(o.ID)
 	}
-	f.health.waitFor(t, "OK again", func(r healthReport) bool {
-		return r.level == "OK" && strings.Contains(r.reason, "20 objects")
-	})
+	f.health.WaitFor(t, reconcilertest.LevelOK, "20 objects")
 
-	f.stop()
-	if last := f.health.last(); last.level != "Stopped" {
-		t.Fatalf("last report %+v, want Stopped", last)
+	f.rec.Stop()
+	if last, _ := f.health.Last(); last.Level != reconcilertest.LevelStopped {
+		t.Fatalf("last report %v, want Stopped", last)
 	}
 }
 
@@ -59,14 +55,9 @@ func TestHealthObjectCount(t *testing.T) {
 	for _, n := range []int{3, 50} {
 		f.insertN("o", n)
 		f.mustReconcile()
-		want := fmt.Sprintf("%d objects", n)
-		f.health.waitFor(t, "OK "+want, func(r healthReport) bool {
-			return r.level == "OK" && strings.Contains(r.reason, want)
-		})
+		f.health.WaitFor(t, reconcilertest.LevelOK, fmt.Sprintf("%d objects", n))
 	}
 	f.delete("o0000", "o0001")
 	f.mustReconcile()
-	f.health.waitFor(t, "OK 48 objects", func(r healthReport) bool {
-		return r.level == "OK" && strings.Contains(r.reason, "48 objects")
-	})
+	f.health.WaitFor(t, reconcilertest.LevelOK, "48 objects")
 }

@@ -14,8 +14,8 @@ import (
 //
 // Only Pending and Refreshing objects are updated; Done and Error objects
 // are the reconciler's own status writes (or need no work) and are skipped,
-// which is what keeps status writes from causing further Updates
-// (invariant 5).
+// which is what keeps status writes from causing further Updates (the
+// package doc's "Status writes cause no work").
 func (r *reconciler[Obj]) incremental(ctx context.Context, changes statedb.ChangeIterator[Obj]) <-chan struct{} {
 	txn := r.db.ReadTxn()
 	seq, watch := changes.Next(txn)

@@ -12,8 +12,8 @@ import (
 // TestMemoryUnderChurn runs a reconciler whose status writes interleave with
 // the commits of a writer of its table and of a writer of another table,
 // for tens of thousands of commits over a fixed set of keys: the live heap
-// after GC must not grow with the number of commits (statedb invariant 9,
-// in the shape a real program has).
+// after GC must not grow with the number of commits (statedb's "Memory
+// depends on live data", in the shape a real program has).
 func TestMemoryUnderChurn(t *testing.T) {
 	commits := 20_000
 	if testing.Short() {

@@ -13,38 +13,41 @@ const (
 	OpRefresh Operation = "refresh" // Update during full reconciliation
 )
 
-// Metrics receives a reconciler's measurements, labelled by its name. Calls
-// come from the reconciler's own goroutine. NopMetrics is the default;
-// NewPrometheusMetrics reports to a Prometheus registry.
+// Metrics receives a reconciler's measurements, each with the reconciler's
+// name (Config.Name) and its table's name, so that one implementation may
+// serve many reconcilers. Calls come from the goroutine running Run.
+// NopMetrics is the default; reconcilercell.NewPrometheusMetrics reports to
+// a Prometheus registry.
 type Metrics interface {
 	// OperationDone is one target operation on n objects (n > 1 for a
 	// batch) that took d; errors is how many of them failed.
-	OperationDone(name string, op Operation, d time.Duration, n, errors int)
+	OperationDone(reconciler, table string, op Operation, d time.Duration, n, errors int)
 	// FullReconciliationDone is one full reconciliation (prune and refresh)
-	// that took d.
-	FullReconciliationDone(name string, d time.Duration, err error)
+	// that took d; err is the prune's failure.
+	FullReconciliationDone(reconciler, table string, d time.Duration, err error)
 	// PruneDone is one Target.Prune call that took d.
-	PruneDone(name string, d time.Duration, err error)
-	// Errors is the number of objects currently failing.
-	Errors(name string, n int)
+	PruneDone(reconciler, table string, d time.Duration, err error)
+	// Errors is the number of objects whose latest attempt failed, failed
+	// Deletes included (their objects are no longer in the table).
+	Errors(reconciler, table string, n int)
 	// QueuedRetries is the number of objects waiting to be retried.
-	QueuedRetries(name string, n int)
+	QueuedRetries(reconciler, table string, n int)
 }
 
 // NopMetrics discards every measurement.
 type NopMetrics struct{}
 
 // OperationDone implements Metrics.
-func (NopMetrics) OperationDone(string, Operation, time.Duration, int, int) {}
+func (NopMetrics) OperationDone(string, string, Operation, time.Duration, int, int) {}
 
 // FullReconciliationDone implements Metrics.
-func (NopMetrics) FullReconciliationDone(string, time.Duration, error) {}
+func (NopMetrics) FullReconciliationDone(string, string, time.Duration, error) {}
 
 // PruneDone implements Metrics.
-func (NopMetrics) PruneDone(string, time.Duration, error) {}
+func (NopMetrics) PruneDone(string, string, time.Duration, error) {}
 
 // Errors implements Metrics.
-func (NopMetrics) Errors(string, int) {}
+func (NopMetrics) Errors(string, string, int) {}
 
 // QueuedRetries implements Metrics.
-func (NopMetrics) QueuedRetries(string, int) {}
+func (NopMetrics) QueuedRetries(string, string, int) {}

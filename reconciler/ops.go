@@ -9,7 +9,8 @@ import (
 )
 
 // The target is called only through these functions: each recovers a panic
-// into an error for the object (invariant 8) and measures the operation.
+// into an error for the object (the package doc's "A panic is an error")
+// and measures the operation.
 
 func (r *reconciler[Obj]) recovered(op Operation, err *error) {
 	if p := recover(); p != nil {
@@ -21,7 +22,7 @@ func (r *reconciler[Obj]) recovered(op Operation, err *error) {
 func (r *reconciler[Obj]) update(ctx context.Context, txn statedb.ReadTxn, obj Obj, op Operation) (err error) {
 	start := time.Now()
 	defer func() {
-		r.cfg.Metrics.OperationDone(r.cfg.Name, op, time.Since(start), 1, errCount(err))
+		r.cfg.Metrics.OperationDone(r.cfg.Name, r.tableName, op, time.Since(start), 1, errCount(err))
 	}()
 	defer r.recovered(op, &err)
 	return r.cfg.Target.Update(ctx, txn, obj)
@@ -30,7 +31,7 @@ func (r *reconciler[Obj]) update(ctx context.Context, txn statedb.ReadTxn, obj O
 func (r *reconciler[Obj]) delete(ctx context.Context, txn statedb.ReadTxn, obj Obj) (err error) {
 	start := time.Now()
 	defer func() {
-		r.cfg.Metrics.OperationDone(r.cfg.Name, OpDelete, time.Since(start), 1, errCount(err))
+		r.cfg.Metrics.OperationDone(r.cfg.Name, r.tableName, OpDelete, time.Since(start), 1, errCount(err))
 	}()
 	defer r.recovered(OpDelete, &err)
 	return r.cfg.Target.Delete(ctx, txn, obj)
@@ -39,7 +40,7 @@ func (r *reconciler[Obj]) delete(ctx context.Context, txn statedb.ReadTxn, obj O
 func (r *reconciler[Obj]) prune(ctx context.Context, txn statedb.ReadTxn) (err error) {
 	start := time.Now()
 	defer func() {
-		r.cfg.Metrics.PruneDone(r.cfg.Name, time.Since(start), err)
+		r.cfg.Metrics.PruneDone(r.cfg.Name, r.tableName, time.Since(start), err)
 	}()
 	defer r.recovered(OpPrune, &err)
 	return r.cfg.Target.Prune(ctx, txn, r.cfg.Table.All(txn))
@@ -68,7 +69,7 @@ func (r *reconciler[Obj]) batchOp(ctx context.Context, txn statedb.ReadTxn, op O
 			failed++
 		}
 	}
-	r.cfg.Metrics.OperationDone(r.cfg.Name, op, time.Since(start), len(entries), failed)
+	r.cfg.Metrics.OperationDone(r.cfg.Name, r.tableName, op, time.Since(start), len(entries), failed)
 }
 
 func errCount(err error) int {

@@ -20,12 +20,13 @@ func New[Obj any](db *statedb.DB, cfg Config[Obj]) (Reconciler[Obj], error) {
 		return nil, err
 	}
 	r := &reconciler[Obj]{
-		db:       db,
-		cfg:      cfg,
-		retries:  newRetryQueue[Obj](),
-		terminal: map[string]error{},
-		pruneReq: make(chan struct{}, 1),
-		progress: make(chan struct{}),
+		db:        db,
+		cfg:       cfg,
+		tableName: cfg.Table.Name(),
+		retries:   newRetryQueue[Obj](),
+		terminal:  map[string]error{},
+		pruneReq:  make(chan struct{}, 1),
+		progress:  make(chan struct{}),
 	}
 	r.batch, _ = cfg.Target.(BatchTarget[Obj])
 	return r, nil
@@ -34,9 +35,10 @@ func New[Obj any](db *statedb.DB, cfg Config[Obj]) (Reconciler[Obj], error) {
 // reconciler implements Reconciler. Fields below mu are shared with other
 // goroutines; the rest belong to the goroutine running Run.
 type reconciler[Obj any] struct {
-	db    *statedb.DB
-	cfg   Config[Obj]
-	batch BatchTarget[Obj] // nil unless the target implements it
+	db        *statedb.DB
+	cfg       Config[Obj]
+	tableName string           // cfg.Table.Name(), for metrics
+	batch     BatchTarget[Obj] // nil unless the target implements it
 
 	retries  *retryQueue[Obj]
 	terminal map[string]error // objects failed terminally, by primary key

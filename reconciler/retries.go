@@ -2,9 +2,9 @@ package reconciler
 
 import (
 	"container/heap"
-	"math/rand/v2"
 	"time"
 
+	retry "github.com/steadystate/steadystate/internal/backoff"
 	"github.com/steadystate/steadystate/statedb"
 )
 
@@ -21,7 +21,8 @@ type retryItem[Obj any] struct {
 }
 
 // retryQueue holds at most one retry per primary key, ordered by time. A
-// newer attempt for the same key replaces the older one (invariant 6).
+// newer attempt for the same key replaces the older one (the package doc's
+// "One failing object delays no other").
 type retryQueue[Obj any] struct {
 	byKey map[string]*retryItem[Obj]
 	heap  retryHeap[Obj]
@@ -75,18 +76,21 @@ func (q *retryQueue[Obj]) popDue(now time.Time, limit int) []*retryItem[Obj] {
 	return out
 }
 
-// backoff returns the delay before attempt number attempts+1: exponential
-// from min, capped at max, with up to 25% jitter so that objects that
-// failed together do not retry in lockstep.
+// backoff returns the delay before the retry that follows the given number
+// of failed attempts: the project's one backoff (internal/backoff) between
+// Config.RetryBackoffMin and RetryBackoffMax, so a reconciler and a hive job
+// given the same bounds wait the same.
 func backoff(attempts int, minD, maxD time.Duration) time.Duration {
-	d := minD
-	for i := 1; i < attempts && d < maxD; i++ {
-		d *= 2
-	}
-	d = min(d, maxD)
-	d += time.Duration(rand.Int64N(int64(d)/4 + 1))
-	return min(d, maxD)
+	return retry.Backoff{Min: minD, Max: maxD}.Duration(attempts)
 }
+
+// The reconciler's documented defaults are the shared backoff's: this fails
+// to compile if they drift apart (a constant array length must not be
+// negative, and [0]byte takes only a zero-length array).
+var (
+	_ [0]byte = [DefaultRetryBackoffMin - retry.DefaultMin]byte{}
+	_ [0]byte = [DefaultRetryBackoffMax - retry.DefaultMax]byte{}
+)
 
 type retryHeap[Obj any] []*retryItem[Obj]
 

@@ -1,294 +1,178 @@
-package reconciler
+package reconciler_test
 
 import (
-	"errors"
+	"bytes"
+	"context"
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"golang.org/x/tools/txtar"
+	"rsc.io/script"
+	"rsc.io/script/scripttest"
 
 	"github.com/steadystate/steadystate/statedb"
 )
 
-// TestScripts runs the scenarios in testdata/*.txtar, each with a plain
-// target and with a batch target. A script is a list of commands, one a
-// line ('#' starts a comment line); the reconciler starts before the first
-// command that is not a config command. The commands:
+// TestScripts runs the scenarios of testdata/*.txtar with rsc.io/script:
+// each file's comment is the script, its files are extracted into the
+// script's working directory (for cmp). Every scenario runs twice, with a
+// plain target and with a batch target; the conditions [plain] and
+// [batch] tell them apart. Run `go test -run TestScripts/NAME -v` to see
+// a scenario's log, and put `help` in a script for the commands.
 //
-//	backoff MIN MAX | round-size N | timeout D | interval D   config (before start)
-//	mode plain                   skip the run with the batch target
-//	insert k=v ...               insert new Pending versions in one transaction
-//	delete k ...                 delete in one transaction
-//	refresh k                    set k's status to Refreshing
-//	initializer | initialized    register the table's initializer (before the
-//	                             reconciler starts, if first) | mark it done
-//	prune                        Reconciler.Prune()
-//	fail k N|forever|terminal|panic|hang|off   how the target treats k
-//	fail-prune N                 fail the next N prunes
-//	real-set k=v | real-delete k change the real system behind the reconciler's back
-//	ops [op ...]                 the next target operations are exactly these
-//	                             (update(k=v), delete(k), prune); waits for them.
-//	                             Without ops: no operation happened since the last check.
-//	real [k=v ...]               the real system becomes exactly this
-//	status k KIND [text]|absent  k's status becomes KIND, its error containing text
-//	wait [failing]               WaitUntilReconciled succeeds [wraps ErrNotAllReconciled]
-//	health LEVEL [text]          the latest health report is LEVEL, containing text
-//	retries N | errors N         the queued-retries | errors gauge becomes N
-//	sleep D                      let time pass (only to show that nothing happens)
+// A scenario runs inside a testing/synctest bubble, and every command
+// first lets it settle: it waits until every goroutine of the test, the
+// reconciler's included, is blocked. The reconciler then cannot move
+// until the script changes something or lets time pass, so each expect
+// checks the state exactly as it is, without waiting and without luck,
+// and "nothing happened" (expect idle) is exact. Time is the bubble's
+// fake clock: it passes only with advance, which fires every timer due
+// meanwhile in order (retries, OperationTimeout, the interval).
 func TestScripts(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.txtar")
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no scripts: %v", err)
+		t.Fatalf("no scripts in testdata: %v", err)
 	}
 	for _, file := range files {
-		name := strings.TrimSuffix(filepath.Base(file), ".txtar")
-		for _, batch := range []bool{false, true} {
-			sub := name
-			if batch {
-				sub += "/batch"
-			}
-			t.Run(sub, func(t *testing.T) {
+		archive, err := txtar.ParseFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mode := range []string{"plain", "batch"} {
+			t.Run(strings.TrimSuffix(filepath.Base(file), ".txtar")+"/"+mode, func(t *testing.T) {
 				t.Parallel()
-				runScript(t, file, batch)
+				dir := t.TempDir()
+				inBubble(t, func(t *testing.T) {
+					runScript(t, file, archive, dir, mode == "batch")
+				})
 			})
 		}
 	}
 }
 
-func runScript(t *testing.T, file string, batch bool) {
-	data, err := os.ReadFile(file)
+// runScript runs one scenario with a fresh fixture.
+func runScript(t *testing.T, file string, archive *txtar.Archive, dir string, batch bool) {
+	sc := &scenario{f: newFixture(t, batch)}
+	engine := &script.Engine{Cmds: scripttest.DefaultCmds(), Conds: scripttest.DefaultConds()}
+	// A real sleep proves nothing; advance lets the fake clock run.
+	delete(engine.Cmds, "sleep")
+	for name, cmd := range sc.commands() {
+		engine.Cmds[name] = cmd
+	}
+	engine.Conds["batch"] = script.BoolCondition("the target is a reconciler.BatchTarget", batch)
+	engine.Conds["plain"] = script.BoolCondition("the target is not a reconciler.BatchTarget", !batch)
+
+	state, err := script.NewState(context.Background(), dir, []string{}) // no environment: the scripts need none
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &script{t: t, f: newFixture(t, batch), batch: batch}
-	for i, line := range strings.Split(string(data), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		if strings.HasPrefix(line, "-- ") {
-			break // txtar file sections: none are used
-		}
-		t.Logf("%s:%d: %s", file, i+1, line)
-		if skip := s.run(strings.Fields(line)); skip {
-			t.Skip("plain target only")
-		}
+	if err := state.ExtractFiles(archive); err != nil {
+		t.Fatal(err)
 	}
+	scripttest.Run(t, engine, state, file, bytes.NewReader(archive.Comment))
 }
 
-type script struct {
-	t        *testing.T
+// scenario is the state of one script run.
+type scenario struct {
 	f        *fixture
-	batch    bool
-	consumed int // target operations checked so far
-	initDone func(statedb.WriteTxn)
+	checked  int                    // target operations matched by expect ops so far
+	initDone func(statedb.WriteTxn) // set by db uninitialized
 }
 
-var configCommands = map[string]bool{"backoff": true, "round-size": true, "timeout": true, "interval": true, "mode": true}
+// settle waits until every other goroutine of the bubble is blocked.
+func settle() { synctest.Wait() }
 
-func (s *script) run(args []string) (skip bool) {
-	t, f := s.t, s.f
-	cmd, args := args[0], args[1:]
-	if cmd == "initializer" && !f.started() {
-		// Register before the reconciler starts: a table without
-		// initializers is initialized, and with an interval the first full
-		// reconciliation would otherwise run before the registration.
-		wtxn := f.db.WriteTxn(f.table)
-		s.initDone = f.table.RegisterInitializer(wtxn, "script")
-		wtxn.Commit()
-		f.start()
-		return false
-	}
-	if !configCommands[cmd] && !f.started() {
-		f.start()
-	}
-	switch cmd {
-	case "mode":
-		return s.batch && args[0] == "plain"
-	case "backoff":
-		s.needConfig()
-		f.cfg.RetryBackoffMin, f.cfg.RetryBackoffMax = s.duration(args[0]), s.duration(args[1])
-	case "round-size":
-		s.needConfig()
-		f.cfg.IncrementalRoundSize = s.int(args[0])
-	case "timeout":
-		s.needConfig()
-		f.cfg.OperationTimeout = s.duration(args[0])
-	case "interval":
-		s.needConfig()
-		f.cfg.FullReconciliationInterval = s.duration(args[0])
+// settleLimit is how long, in real time, a test in a bubble may take. A
+// goroutine that never blocks (a reconciler that keeps updating objects
+// because of its own status writes, say) would keep synctest.Wait from
+// ever returning; past the limit the test binary panics and prints every
+// goroutine, the busy one among them, rather than hang until go test's
+// own timeout.
+const settleLimit = 2 * time.Minute
 
-	case "insert":
-		var objs []*testObj
-		for k, v := range s.pairs(args) {
-			objs = append(objs, &testObj{ID: k, Value: v})
-		}
-		f.insert(objs...)
-	case "delete":
-		f.delete(args...)
-	case "refresh":
-		wtxn := f.db.WriteTxn(f.table)
-		obj, found := f.get(args[0])
-		if !found {
-			t.Fatalf("refresh: %s not found", args[0])
-		}
-		f.table.Insert(wtxn, setTestStatus(cloneTestObj(obj), StatusRefreshing()))
-		wtxn.Commit()
-	case "initializer":
-		wtxn := f.db.WriteTxn(f.table)
-		s.initDone = f.table.RegisterInitializer(wtxn, "script")
-		wtxn.Commit()
-	case "initialized":
-		wtxn := f.db.WriteTxn(f.table)
-		s.initDone(wtxn)
-		wtxn.Commit()
-	case "prune":
-		f.rec.Prune()
-	case "fail":
-		b := &behavior{}
-		switch args[1] {
-		case "off":
-			b = nil
-		case "forever":
-			b.forever = true
-		case "terminal":
-			b.terminal = true
-		case "panic":
-			b.panics = true
-		case "hang":
-			b.hang = true
-		default:
-			b.failN = s.int(args[1])
-		}
-		f.target.set(args[0], b)
-	case "fail-prune":
-		f.target.failPrunes(s.int(args[0]))
-	case "real-set":
-		for k, v := range s.pairs(args) {
-			f.target.setReal(k, v, true)
-		}
-	case "real-delete":
-		for _, k := range args {
-			f.target.setReal(k, 0, false)
-		}
+// inBubble runs body with synctest.Test, under the settleLimit watchdog.
+func inBubble(t *testing.T, body func(t *testing.T)) {
+	t.Helper()
+	name := t.Name()
+	watchdog := time.AfterFunc(settleLimit, func() {
+		debug.SetTraceback("all")
+		panic(fmt.Sprintf("%s did not settle within %v: a goroutine of the test never blocks (is the reconciler busy in a loop?)", name, settleLimit))
+	})
+	defer watchdog.Stop()
+	synctest.Test(t, body)
+}
 
-	case "ops":
-		s.ops(args)
-	case "real":
-		want := map[string]int{}
-		for k, v := range s.pairs(args) {
-			want[k] = v
-		}
-		var got map[string]int
-		waitUntil(t, fmt.Sprintf("real system %v", want), f.target.watch(func(tt *testTarget) bool {
-			got = maps.Clone(tt.real)
-			return maps.Equal(got, want)
-		}))
-	case "status":
-		s.status(args)
-	case "wait":
-		_, err := f.waitReconciled()
-		switch {
-		case len(args) == 0 && err != nil:
-			t.Fatalf("WaitUntilReconciled: %v", err)
-		case len(args) > 0 && !errors.Is(err, ErrNotAllReconciled):
-			t.Fatalf("WaitUntilReconciled returned %v, want ErrNotAllReconciled", err)
-		}
-	case "health":
-		text := strings.Join(args[1:], " ")
-		f.health.waitFor(t, "health "+strings.Join(args, " "), func(r healthReport) bool {
-			return r.level == args[0] && strings.Contains(r.reason, text)
+// command makes a script command that settles before it runs.
+func command(summary, args string, detail []string, run func(args []string) error) script.Cmd {
+	return script.Command(script.CmdUsage{Summary: summary, Args: args, Detail: detail},
+		func(_ *script.State, args ...string) (script.WaitFunc, error) {
+			settle()
+			return nil, run(args)
 		})
-	case "retries", "errors":
-		n := s.int(args[0])
-		waitUntil(t, cmd+" gauge "+args[0], f.metrics.watch(func(m *recordingMetrics) bool {
-			if cmd == "retries" {
-				return m.retries == n
+}
+
+// subcommands makes a command whose first argument names a subcommand.
+func subcommands(summary string, subs map[string]script.Cmd) script.Cmd {
+	names := slices.Sorted(maps.Keys(subs))
+	var detail []string
+	for _, name := range names {
+		u := subs[name].Usage()
+		detail = append(detail, fmt.Sprintf("%s: %s.", strings.TrimSpace(name+" "+u.Args), u.Summary))
+	}
+	return script.Command(script.CmdUsage{Summary: summary, Args: strings.Join(names, "|") + " ...", Detail: detail},
+		func(s *script.State, args ...string) (script.WaitFunc, error) {
+			if len(args) == 0 || subs[args[0]] == nil {
+				return nil, script.ErrUsage
 			}
-			return m.errors == n
-		}))
-	case "sleep":
-		time.Sleep(s.duration(args[0]))
-	default:
-		t.Fatalf("unknown command %q", cmd)
-	}
-	return false
-}
-
-func (s *script) needConfig() {
-	if s.f.started() {
-		s.t.Fatal("config commands must come before the reconciler starts")
-	}
-}
-
-// ops checks the next target operations.
-func (s *script) ops(want []string) {
-	t, tt := s.t, s.f.target
-	if len(want) == 0 {
-		if got := tt.opsList()[s.consumed:]; len(got) > 0 {
-			t.Fatalf("unexpected target operations %v", got)
-		}
-		return
-	}
-	var got []string
-	waitUntil(t, fmt.Sprintf("target operations %v", want), tt.watch(func(tt *testTarget) bool {
-		got = tt.ops[s.consumed:]
-		return len(got) >= len(want)
-	}))
-	if got = got[:len(want)]; !slices.Equal(got, want) {
-		t.Fatalf("target operations: got %v, want %v", got, want)
-	}
-	s.consumed += len(want)
-}
-
-func (s *script) status(args []string) {
-	f := s.f
-	if args[1] == "absent" {
-		f.waitTable(args[0]+" absent", func(txn statedb.ReadTxn) bool {
-			_, _, found := f.table.Get(txn, testIDIndex.Query(args[0]))
-			return !found
+			return subs[args[0]].Run(s, args[1:]...)
 		})
-		return
-	}
-	kind, err := ParseStatusKind(args[1])
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	f.waitStatus(args[0], kind, strings.Join(args[2:], " "))
 }
 
-// pairs parses k=v arguments, in order.
-func (s *script) pairs(args []string) func(yield func(string, int) bool) {
-	return func(yield func(string, int) bool) {
-		for _, a := range args {
-			k, v, ok := strings.Cut(a, "=")
-			if !ok {
-				s.t.Fatalf("%q is not k=v", a)
-			}
-			if !yield(k, s.int(v)) {
-				return
-			}
+// pairs parses k=v arguments into objects, in order.
+func pairs(args []string) ([]*testObj, error) {
+	objs := make([]*testObj, 0, len(args))
+	for _, a := range args {
+		k, v, ok := strings.Cut(a, "=")
+		n, err := strconv.Atoi(v)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("%q is not key=number", a)
 		}
+		objs = append(objs, &testObj{ID: k, Value: n})
 	}
+	return objs, nil
 }
 
-func (s *script) int(a string) int {
-	n, err := strconv.Atoi(a)
-	if err != nil {
-		s.t.Fatal(err)
+// options parses name=value arguments, each name at most once, from the
+// names given.
+func options(args []string, names ...string) (map[string]string, error) {
+	opts := map[string]string{}
+	for _, a := range args {
+		k, v, ok := strings.Cut(a, "=")
+		if !ok || !slices.Contains(names, k) || opts[k] != "" {
+			return nil, fmt.Errorf("%q is not one of %s=VALUE, each at most once", a, strings.Join(names, "=, "))
+		}
+		opts[k] = v
 	}
-	return n
+	return opts, nil
 }
 
-func (s *script) duration(a string) time.Duration {
-	d, err := time.ParseDuration(a)
-	if err != nil {
-		s.t.Fatal(err)
+// durationRange parses "D" or "MIN..MAX".
+func durationRange(s string) (lo, hi time.Duration, err error) {
+	a, b, isRange := strings.Cut(s, "..")
+	if lo, err = time.ParseDuration(a); err != nil {
+		return 0, 0, err
 	}
-	return d
+	hi = lo
+	if isRange {
+		hi, err = time.ParseDuration(b)
+	}
+	return lo, hi, err
 }

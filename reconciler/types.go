@@ -117,8 +117,9 @@ type Reconciler[Obj any] interface {
 	WaitUntilReconciled(ctx context.Context, rev statedb.Revision) (statedb.Revision, error)
 }
 
-// Health is where the reconciler reports its health. hive's cell.Health
-// satisfies it; without hive it may be nil.
+// Health is where the reconciler reports its health (see Config.Health).
+// hive's cell.Health satisfies it, and reconcilercell.Register gives each
+// reconciler a scope of the hive's health tree; without hive it may be nil.
 type Health interface {
 	OK(status string)
 	Degraded(reason string, err error)

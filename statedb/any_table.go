@@ -84,7 +84,7 @@ func (t *table[Obj]) anyQuery(txn ReadTxn, op QueryOp, indexName, key string) (i
 	} else {
 		var err error
 		if k, err = t.indexer(pos).fromString(key); err != nil {
-			return nil, tableError(t.name, fmt.Errorf("%w: %v", ErrBadQuery, err))
+			return nil, tableError(t.name, err) // wraps ErrBadQuery
 		}
 	}
 	q := Query[Obj]{index: indexName, key: k}

@@ -64,7 +64,7 @@ type changeIterator[Obj any] struct {
 // iterator, so starting from the older state would lose them.
 func (it *changeIterator[Obj]) Next(txn ReadTxn) (iter.Seq2[Change[Obj], Revision], <-chan struct{}) {
 	if it.closed {
-		return func(func(Change[Obj], Revision) bool) {}, closedChan
+		return func(func(Change[Obj], Revision) bool) {}, closedWatch()
 	}
 	t := it.table
 	if w, ok := txn.(*writeTxn); ok && !w.closed {
@@ -78,7 +78,7 @@ func (it *changeIterator[Obj]) Next(txn ReadTxn) (iter.Seq2[Change[Obj], Revisio
 		e = t.db.ReadTxn().tableEntry(t)
 	}
 	if e == nil {
-		return func(func(Change[Obj], Revision) bool) {}, closedChan
+		return func(func(Change[Obj], Revision) bool) {}, closedWatch()
 	}
 	from := it.next
 	upTo := e.revision

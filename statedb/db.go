@@ -3,7 +3,6 @@ package statedb
 import (
 	"fmt"
 	"log/slog"
-	"regexp"
 	"sync"
 	"sync/atomic"
 )
@@ -91,9 +90,6 @@ func (r *dbRoot) tableEntry(meta TableMeta) *tableEntry {
 	}
 	return e
 }
-
-var tableNameRe = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
-var indexNameRe = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
 
 // registerTable adds a table's metadata and its empty state to the DB.
 func (db *DB) registerTable(m *tableMeta) error {

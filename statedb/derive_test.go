@@ -96,11 +96,24 @@ func TestDerive(t *testing.T) {
 		return slices.Equal(outIDs(), []uint64{1, 3}) && o != nil && o.Length == 4
 	})
 
+	// DeriveSkip leaves Out unchanged: the object derived from the earlier
+	// version of 3 stays. Object 4, written after it in the same
+	// transaction, is propagated in the same step, so once it is there the
+	// skip has been handled.
+	wtxn = db.WriteTxn(in)
+	in.Insert(wtxn, &testObject{ID: 3, Name: "skip-three"})
+	in.Insert(wtxn, &testObject{ID: 4, Name: "four"})
+	wtxn.Commit()
+	waitFor(t, "object 4", func() bool { return slices.Equal(outIDs(), []uint64{1, 3, 4}) })
+	if o, _, _ := out.Get(db.ReadTxn(), derivedID.Query(3)); o == nil || o.Length != len("three") {
+		t.Fatalf("after a skipped change of 3, out holds %+v, want the object derived from \"three\"", o)
+	}
+
 	wtxn = db.WriteTxn(in)
 	in.Delete(wtxn, &testObject{ID: 1})
 	in.Delete(wtxn, &testObject{ID: 2})
 	wtxn.Commit()
-	waitFor(t, "delete", func() bool { return slices.Equal(outIDs(), []uint64{3}) })
+	waitFor(t, "delete", func() bool { return slices.Equal(outIDs(), []uint64{3, 4}) })
 }
 
 // TestDeriverRunAgain stops a Deriver, deletes and inserts in In while it is

@@ -5,8 +5,11 @@ import (
 	"fmt"
 )
 
-// Sentinel errors. Every error returned by this package wraps one of them and
-// names the table it concerns; match with errors.Is.
+// Sentinel errors. Every error of a table, an index, a transaction or a
+// Deriver wraps one of them and names the table it concerns (Index.QueryString,
+// which knows no table, names the index); match with errors.Is. The HTTP
+// client's errors are an *APIError for an error answer of the API, else the
+// transport's or the decoder's error.
 var (
 	// ErrTableNotLockedForWriting is returned when a WriteTxn is used to
 	// modify a table it did not name in DB.WriteTxn.
@@ -33,8 +36,8 @@ var (
 	// index yields no key or more than one key for the object.
 	ErrPrimaryKey = errors.New("primary index must yield exactly one key")
 
-	// ErrInvalidTableName is returned by NewTable for a name that does not
-	// match the table name pattern (see NewTable).
+	// ErrInvalidTableName is returned by NewTable for a name that breaks
+	// the name rule (see NewTable).
 	ErrInvalidTableName = errors.New("invalid table name")
 
 	// ErrInvalidIndex is returned by NewTable for a bad index: a non-unique
@@ -46,9 +49,9 @@ var (
 	// a table of that name.
 	ErrDuplicateTable = errors.New("duplicate table")
 
-	// ErrBadQuery is returned for a query given as text (HTTP API, CLI) that
-	// names an unknown index or operation or has a key that cannot be
-	// parsed.
+	// ErrBadQuery is returned for a query given as text (Index.QueryString,
+	// the HTTP API, a CLI) that names an unknown index or operation or has a
+	// key that cannot be parsed.
 	ErrBadQuery = errors.New("bad query")
 
 	// ErrInvalidDeriver is returned by NewDeriver for a nil transform.

@@ -7,22 +7,17 @@ import (
 	"sync/atomic"
 )
 
-// The graveyard keeps deleted objects for change iterators that have not yet
-// seen the delete (invariant 4 of DESIGN.md).
-//
-// Memory bound: while at least one change iterator is registered on a
-// table, every object deleted from it is kept in the table's two graveyard
-// indexes (by primary key and by delete revision) until every registered
-// iterator's Next has passed the delete's revision; then it is freed. So the
-// graveyard holds at most the objects deleted since the slowest registered
-// iterator last called Next. An object that is inserted again leaves the
-// graveyard at once. With no iterator registered, nothing is kept. Close, or
-// the garbage collection of an unclosed iterator, unregisters it.
-//
-// Freeing happens under the table's write lock: at every commit of a WriteTxn
-// that locks the table (whether or not it wrote objects), and in
-// ChangeIterator.Next and Close when the table is not locked by a writer at
-// that moment (TryLock; else that writer's commit frees it).
+// The graveyard keeps deleted objects, in the table's two graveyard indexes
+// (by primary key and by delete revision), for the change iterators that
+// have not yet seen the delete. Its bound, stated in the package doc
+// ("Deletes are never lost, and kept no longer than needed"), is kept here:
+// removeIndexed (table_write.go) adds to it only while an iterator is
+// registered, insert takes a re-inserted object out of it, and
+// collectGraveyard frees what every iterator has passed, under the table's
+// write lock: at every commit of a WriteTxn that locks the table (whether
+// or not it wrote objects), and in ChangeIterator.Next and Close when no
+// writer holds the table at that moment (TryLock; else that writer's commit
+// frees it).
 
 // trackers is the set of change iterators registered on a table. Changes
 // registers under the table's write lock, so a WriteTxn sees a consistent
@@ -82,8 +77,7 @@ func (tt *txnTable) collectGraveyard() {
 		return
 	}
 	low := m.trackers.lowWatermark()
-	it := tt.entry.snapshot(gri).Iterator()
-	for k, o, ok := it.Next(); ok; k, o, ok = it.Next() {
+	for k, o := range tt.entry.snapshot(gri).All {
 		if o.revision >= low {
 			break
 		}

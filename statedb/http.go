@@ -59,10 +59,18 @@ func WithStreamWriteTimeout(d time.Duration) HTTPOption {
 
 // NewHTTPHandler returns the inspection API of db.
 func NewHTTPHandler(db *DB, opts ...HTTPOption) http.Handler {
+	return newHTTPHandler(db, opts...).routes()
+}
+
+func newHTTPHandler(db *DB, opts ...HTTPOption) *httpHandler {
 	h := &httpHandler{db: db, streamWriteTimeout: DefaultStreamWriteTimeout}
 	for _, o := range opts {
 		o(h)
 	}
+	return h
+}
+
+func (h *httpHandler) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /tables", h.tables)
 	mux.HandleFunc("GET /tables/{table}", h.dump)

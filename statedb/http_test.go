@@ -263,3 +263,25 @@ func TestHTTPStalledStreamIsDropped(t *testing.T) {
 		break
 	}
 }
+
+// The stream write timeout is DefaultStreamWriteTimeout, 10s, unless
+// WithStreamWriteTimeout sets a positive one.
+func TestStreamWriteTimeoutDefault(t *testing.T) {
+	if DefaultStreamWriteTimeout != 10*time.Second {
+		t.Fatalf("DefaultStreamWriteTimeout = %v, want the documented 10s", DefaultStreamWriteTimeout)
+	}
+	db := New()
+	for _, tc := range []struct {
+		opts []HTTPOption
+		want time.Duration
+	}{
+		{nil, DefaultStreamWriteTimeout},
+		{[]HTTPOption{WithStreamWriteTimeout(0)}, DefaultStreamWriteTimeout},
+		{[]HTTPOption{WithStreamWriteTimeout(-time.Second)}, DefaultStreamWriteTimeout},
+		{[]HTTPOption{WithStreamWriteTimeout(3 * time.Second)}, 3 * time.Second},
+	} {
+		if got := newHTTPHandler(db, tc.opts...).streamWriteTimeout; got != tc.want {
+			t.Errorf("with %d options: stream write timeout %v, want %v", len(tc.opts), got, tc.want)
+		}
+	}
+}

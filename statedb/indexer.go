@@ -10,8 +10,9 @@ import (
 
 // Index defines an index of a table of Obj, queried by values of type Key.
 type Index[Obj any, Key any] struct {
-	// Name identifies the index in queries, metrics and the HTTP API. It
-	// must match [a-z][a-z0-9_-]* and be unique within the table.
+	// Name identifies the index in queries and the HTTP API. It follows
+	// the name rule of table names (see NewTable) and is unique within the
+	// table.
 	Name string
 
 	// FromObject returns the object's keys in this index: exactly one for a
@@ -39,7 +40,9 @@ func (i Index[Obj, Key]) Query(key Key) Query[Obj] {
 }
 
 // QueryString parses key as text (see FromString) and returns a query for
-// it, or an error that names the index and says why the key is invalid.
+// it. Its error wraps ErrBadQuery, names the index and says why the key is
+// invalid (the table is named by the callers that know it, such as the
+// HTTP API).
 func (i Index[Obj, Key]) QueryString(key string) (Query[Obj], error) {
 	k, err := i.fromString(key)
 	if err != nil {
@@ -63,17 +66,19 @@ func (i Index[Obj, Key]) indexName() string               { return i.Name }
 func (i Index[Obj, Key]) isUnique() bool                  { return i.Unique }
 func (i Index[Obj, Key]) fromObject(obj Obj) index.KeySet { return i.FromObject(obj) }
 
+// fromString parses a key given as text; its error wraps ErrBadQuery and
+// names the index.
 func (i Index[Obj, Key]) fromString(s string) (index.Key, error) {
 	if i.FromString != nil {
 		k, err := i.FromString(s)
 		if err != nil {
-			return nil, fmt.Errorf("index %q: bad key %q: %w", i.Name, s, err)
+			return nil, fmt.Errorf("%w: index %q: bad key %q: %w", ErrBadQuery, i.Name, s, err)
 		}
 		return k, nil
 	}
 	key, err := parseKey[Key](s)
 	if err != nil {
-		return nil, fmt.Errorf("index %q: bad key %q: %w", i.Name, s, err)
+		return nil, fmt.Errorf("%w: index %q: bad key %q: %w", ErrBadQuery, i.Name, s, err)
 	}
 	return i.FromKey(key), nil
 }

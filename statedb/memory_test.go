@@ -8,11 +8,11 @@ import (
 )
 
 // Memory must depend on live data, never on how many transactions were
-// committed (invariant 9). Each test below runs a long series of commits of
-// some shape over a fixed set of keys, so the live data stays the same, and
-// fails if the live heap after GC grows between a point early in the series
-// and its end by more than heapSlack. A leak of even 100 bytes per commit
-// shows up as megabytes here.
+// committed (the package doc's "Memory depends on live data"). Each test
+// below runs a long series of commits of some shape over a fixed set of
+// keys, so the live data stays the same, and fails if the live heap after
+// GC grows between a point early in the series and its end by more than
+// heapSlack. A leak of even 100 bytes per commit shows up as megabytes here.
 
 const heapSlack = 1 << 20
 

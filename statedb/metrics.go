@@ -2,9 +2,10 @@ package statedb
 
 import "time"
 
-// Metrics receives the DB's measurements. Implementations must be safe for
-// concurrent use and cheap: they are called on every commit. NopMetrics is
-// the default; NewPrometheusMetrics reports to a Prometheus registry.
+// Metrics receives the DB's measurements, each for one table (by name).
+// Implementations must be safe for concurrent use and cheap: they are
+// called on every commit. NopMetrics is the default;
+// statedbcell.NewPrometheusMetrics reports to a Prometheus registry.
 type Metrics interface {
 	// WriteTxnLockWait is how long a WriteTxn waited for a table's lock.
 	WriteTxnLockWait(table string, d time.Duration)

@@ -693,7 +693,7 @@ func nonUniqueFixture(t *testing.T) (ReadTxn, RWTable[*testObject]) {
 	return wtxn.Commit(), tbl
 }
 
-func names(seq func(func(*testObject, Revision) bool)) []string {
+func objectNames(seq func(func(*testObject, Revision) bool)) []string {
 	var out []string
 	for o := range seq {
 		out = append(out, o.Name)
@@ -705,12 +705,12 @@ func names(seq func(func(*testObject, Revision) bool)) []string {
 // objects whose key is >= the query key, whatever their primary keys.
 func TestNonUniqueLowerBound(t *testing.T) {
 	txn, tbl := nonUniqueFixture(t)
-	got := names(tbl.LowerBound(txn, tagIndex.Query("ab")))
+	got := objectNames(tbl.LowerBound(txn, tagIndex.Query("ab")))
 	slices.Sort(got)
 	if want := []string{"000", "mmm"}; !slices.Equal(got, want) {
 		t.Fatalf("LowerBound(tags >= ab) = %v, want %v (zzz has only tag a < ab)", got, want)
 	}
-	if got := names(tbl.LowerBound(txn, tagIndex.Query("c"))); len(got) != 0 {
+	if got := objectNames(tbl.LowerBound(txn, tagIndex.Query("c"))); len(got) != 0 {
 		t.Fatalf("LowerBound(tags >= c) = %v, want none", got)
 	}
 }
@@ -720,10 +720,10 @@ func TestNonUniqueLowerBound(t *testing.T) {
 // after the rest of a longer key ("a"+"zzz" versus "ab"+"000").
 func TestNonUniqueKeyOrder(t *testing.T) {
 	txn, tbl := nonUniqueFixture(t)
-	if got, want := names(tbl.Prefix(txn, tagIndex.Query("a"))), []string{"zzz", "000"}; !slices.Equal(got, want) {
+	if got, want := objectNames(tbl.Prefix(txn, tagIndex.Query("a"))), []string{"zzz", "000"}; !slices.Equal(got, want) {
 		t.Errorf("Prefix(tags a) = %v, want %v in key order (a, ab)", got, want)
 	}
-	if got, want := names(tbl.LowerBound(txn, tagIndex.Query("a"))), []string{"zzz", "000", "mmm"}; !slices.Equal(got, want) {
+	if got, want := objectNames(tbl.LowerBound(txn, tagIndex.Query("a"))), []string{"zzz", "000", "mmm"}; !slices.Equal(got, want) {
 		t.Errorf("LowerBound(tags >= a) = %v, want %v in key order (a, ab, b)", got, want)
 	}
 }

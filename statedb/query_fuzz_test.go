@@ -1,15 +1,19 @@
 package statedb
 
 import (
+	"errors"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/steadystate/steadystate/index"
 )
 
-// FuzzQueryString: keys given as text (HTTP API, CLI) never panic, and a key
-// that parses encodes the same as the typed query of the parsed value.
+// FuzzQueryString: a key given as text (HTTP API, CLI) never panics; it
+// parses exactly when the standard library's parser of the index's key type
+// accepts it, and then encodes the same as the typed query of the parsed
+// value; when it does not, the error wraps ErrBadQuery and names the index.
 func FuzzQueryString(f *testing.F) {
 	for _, s := range []string{"", "0", "-1", "0x10", "18446744073709551615", "true", "10.0.0.1", "10.0.0.0/8", "::1", "fe80::1%eth0", "abc"} {
 		f.Add(s)
@@ -20,30 +24,44 @@ func FuzzQueryString(f *testing.F) {
 	pfx := Index[*testObject, netip.Prefix]{Name: "p", FromObject: idIndex.FromObject, FromKey: index.NetIPPrefix}
 	boolean := Index[*testObject, bool]{Name: "b", FromObject: idIndex.FromObject, FromKey: index.Bool}
 	str := Index[*testObject, string]{Name: "s", FromObject: idIndex.FromObject, FromKey: index.String}
+
 	f.Fuzz(func(t *testing.T, s string) {
-		check := func(q Query[*testObject], err error, name string) {
-			if err != nil && !strings.Contains(err.Error(), `index "`+name+`"`) {
-				t.Fatalf("error does not name the index: %v", err)
+		// check compares QueryString's answer with the reference parser's:
+		// want is the key of the parsed value, or refErr its failure.
+		check := func(name string, q Query[*testObject], err error, want index.Key, refErr error) {
+			t.Helper()
+			switch {
+			case refErr == nil && err != nil:
+				t.Fatalf("index %s: %q: %v, but it parses", name, s, err)
+			case refErr != nil && err == nil:
+				t.Fatalf("index %s: %q parsed to %x, but the reference parser says %v", name, s, q.Key(), refErr)
+			case err != nil && (!errors.Is(err, ErrBadQuery) || !strings.Contains(err.Error(), `index "`+name+`"`)):
+				t.Fatalf("index %s: error %v does not wrap ErrBadQuery or does not name the index", name, err)
+			case err == nil && (string(q.Key()) != string(want) || q.IndexName() != name):
+				t.Fatalf("index %s: %q encodes as %x in index %q, want %x", name, s, q.Key(), q.IndexName(), want)
 			}
 		}
 		q, err := u64.QueryString(s)
-		check(q, err, "u")
+		n, refErr := strconv.ParseUint(s, 0, 64)
+		check("u", q, err, index.Uint64(n), refErr)
+
 		q, err = i64.QueryString(s)
-		check(q, err, "i")
+		i, refErr := strconv.ParseInt(s, 0, 64)
+		check("i", q, err, index.Int64(i), refErr)
+
 		q, err = addr.QueryString(s)
-		check(q, err, "a")
-		if err == nil {
-			if a, perr := netip.ParseAddr(s); perr != nil || string(q.Key()) != string(index.NetIPAddr(a)) {
-				t.Fatalf("addr %q: key %x", s, q.Key())
-			}
-		}
+		a, refErr := netip.ParseAddr(s)
+		check("a", q, err, index.NetIPAddr(a), refErr)
+
 		q, err = pfx.QueryString(s)
-		check(q, err, "p")
+		p, refErr := netip.ParsePrefix(s)
+		check("p", q, err, index.NetIPPrefix(p), refErr)
+
 		q, err = boolean.QueryString(s)
-		check(q, err, "b")
+		b, refErr := strconv.ParseBool(s)
+		check("b", q, err, index.Bool(b), refErr)
+
 		q, err = str.QueryString(s)
-		if err != nil || string(q.Key()) != s {
-			t.Fatalf("string key %q: %x, %v", s, q.Key(), err)
-		}
+		check("s", q, err, index.String(s), nil)
 	})
 }

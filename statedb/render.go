@@ -5,33 +5,42 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
 
 // RenderTable writes objects (as the HTTP API returns them) as an aligned
-// text table: one row per object, one column per top-level field in the
-// order the fields first appear, plus the revision. Nested objects are shown
-// compactly as key=value pairs; a status {"kind":"Error","error":"..."}
-// reads "Error: ...". The CLI, the HTTP API (?format=table) and tests all
-// use it, so they show the same thing.
+// text table: one row per object, one column per field, plus the revision.
+// The CLI, the HTTP API (?format=table) and tests all use it, so they show
+// the same thing.
+//
+// It knows nothing of the objects' types: it reads their JSON. Fields of
+// nested objects become columns of their own named by their path, so an
+// object {"prefix":"10.0.0.0/8","status":{"kind":"Error","error":"boom"}}
+// has the columns PREFIX, STATUS.KIND and STATUS.ERROR. Columns appear in
+// the order of the fields, a field that only some objects have next to the
+// one it follows in them. Strings are shown bare, null as nothing, arrays
+// of strings, numbers and booleans joined by commas, other arrays as JSON.
+// An object that is not a JSON object is the one column VALUE.
 func RenderTable(w io.Writer, objs []ObjectJSON) error {
 	var columns []string
-	seen := map[string]bool{}
 	rows := make([]map[string]string, 0, len(objs))
 	for _, o := range objs {
-		keys, values, err := decodeOrdered(o.Object)
-		if err != nil {
+		var fields []field
+		if err := flatten(&fields, "", o.Object); err != nil {
 			return fmt.Errorf("object at revision %d: %w", o.Revision, err)
 		}
-		row := map[string]string{"REVISION": fmt.Sprint(o.Revision)}
-		for i, k := range keys {
-			if !seen[k] {
-				seen[k] = true
-				columns = append(columns, k)
+		row := make(map[string]string, len(fields))
+		prev := -1 // the column of the row's previous field
+		for _, f := range fields {
+			i := slices.Index(columns, f.name)
+			if i < 0 {
+				i = prev + 1
+				columns = slices.Insert(columns, i, f.name)
 			}
-			row[k] = renderValue(values[i])
+			prev = i
+			row[f.name] = f.value
 		}
 		rows = append(rows, row)
 	}
@@ -40,72 +49,90 @@ func RenderTable(w io.Writer, objs []ObjectJSON) error {
 	for _, c := range columns {
 		header = append(header, strings.ToUpper(c))
 	}
-	header = append(header, "REVISION")
-	fmt.Fprintln(tw, strings.Join(header, "\t"))
-	for _, row := range rows {
+	fmt.Fprintln(tw, strings.Join(append(header, "REVISION"), "\t"))
+	for i, row := range rows {
 		cells := make([]string, 0, len(columns)+1)
 		for _, c := range columns {
 			cells = append(cells, row[c])
 		}
-		cells = append(cells, row["REVISION"])
-		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+		fmt.Fprintln(tw, strings.Join(append(cells, fmt.Sprint(objs[i].Revision)), "\t"))
 	}
 	return tw.Flush()
 }
 
-// decodeOrdered returns the top-level fields of a JSON object in order.
-func decodeOrdered(raw json.RawMessage) ([]string, []json.RawMessage, error) {
+// field is one column of one row.
+type field struct{ name, value string }
+
+// flatten appends the fields of the JSON value raw to fields: the fields of
+// an object under their names prefixed with prefix (nested objects
+// recursively, their names joined with dots), any other value as one field
+// named prefix ("value" at the top).
+func flatten(fields *[]field, prefix string, raw json.RawMessage) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		name := prefix
+		if name == "" {
+			name = "value"
+		}
+		*fields = append(*fields, field{name, renderValue(raw)})
+		return nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, nil, err
+	if _, err := dec.Token(); err != nil { // the '{'
+		return err
 	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return []string{"value"}, []json.RawMessage{raw}, nil
-	}
-	var keys []string
-	var values []json.RawMessage
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
-			return nil, nil, err
+			return err
 		}
-		keys = append(keys, tok.(string))
-		values = append(values, v)
+		name := tok.(string)
+		if prefix != "" {
+			name = prefix + "." + name
+		}
+		if err := flatten(fields, name, v); err != nil {
+			return err
+		}
 	}
-	return keys, values, nil
+	return nil
 }
 
-// renderValue shows one field: strings bare, objects as key=value pairs
-// (a status as its kind and error), anything else as JSON.
+// renderValue shows a JSON value that is not an object.
 func renderValue(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber() // numbers as written, not as float64
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return string(raw)
 	}
-	var m map[string]any
-	if json.Unmarshal(raw, &m) == nil {
-		if kind, ok := m["kind"].(string); ok {
-			if e, ok := m["error"].(string); ok && e != "" {
-				return kind + ": " + e
+	switch v := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	case []any:
+		parts := make([]string, len(v))
+		for i, e := range v {
+			switch e.(type) {
+			case string, json.Number, bool:
+				parts[i] = fmt.Sprint(e)
+			default:
+				return compactJSON(raw)
 			}
-			return kind
 		}
-		keys := make([]string, 0, len(m))
-		for k := range m {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		parts := make([]string, 0, len(keys))
-		for _, k := range keys {
-			b, _ := json.Marshal(m[k])
-			parts = append(parts, k+"="+strings.Trim(string(b), `"`))
-		}
-		return strings.Join(parts, " ")
+		return strings.Join(parts, ",")
 	}
-	return string(raw)
+	return compactJSON(raw)
+}
+
+func compactJSON(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
+	}
+	return b.String()
 }

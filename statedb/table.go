@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/steadystate/steadystate/index"
+	"github.com/steadystate/steadystate/internal/names"
 )
 
 // tableMeta is the untyped, immutable description of a table plus its write
@@ -63,17 +64,19 @@ func (m *tableMeta) indexPos(name string) int {
 // A committed entry refers to nothing but its own state: its indexes array
 // is allocated for it at commit and never shared with a WriteTxn, whose
 // buffers hold other tables' states of the past. That is what keeps memory
-// bounded by live data (invariant 9): were an entry to point into the
-// transaction that committed it, every kept entry would keep that
-// transaction's whole root, and with it the entries of every other table as
-// of then, and so on back through history.
+// bounded by live data (package doc, "Memory depends on live data"): were an
+// entry to point into the transaction that committed it, every kept entry
+// would keep that transaction's whole root, and with it the entries of every
+// other table as of then, and so on back through history.
 type tableEntry struct {
 	meta     *tableMeta
 	indexes  []tree // by value: a tree is a root pointer and a size
 	revision Revision
 
 	initPending []*initializer // initializers not yet done
-	initWatch   chan struct{}  // closed when initPending becomes empty
+	// initWatch is closed when initPending becomes empty; nil while no
+	// initializer was ever registered (the table is initialized).
+	initWatch chan struct{}
 
 	// wt is set on the working copy inside a WriteTxn: reads then see the
 	// transaction's uncommitted writes.
@@ -85,14 +88,10 @@ type tableEntry struct {
 // distinct.
 type initializer struct{ name string }
 
-// closedChan is the watch channel of things that have already happened.
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
 func newTableEntry(m *tableMeta) tableEntry {
 	e := tableEntry{
-		meta:      m,
-		indexes:   make([]tree, len(m.indexNames)),
-		initWatch: closedChan,
+		meta:    m,
+		indexes: make([]tree, len(m.indexNames)),
 	}
 	for i := range e.indexes {
 		e.indexes[i] = newTree()
@@ -102,8 +101,11 @@ func newTableEntry(m *tableMeta) tableEntry {
 
 // watchAll returns a channel that closes on any change to the table: the
 // watch channel of the primary index's root, which every insert and delete
-// replaces.
+// replaces. For a nil entry (a table not in the snapshot) it is closed.
 func (e *tableEntry) watchAll() <-chan struct{} {
+	if e == nil {
+		return closedWatch()
+	}
 	return e.snapshot(0).Watch()
 }
 
@@ -124,7 +126,8 @@ func (e *tableEntry) root(i int) *treeNode {
 // more: Freeze makes the nodes written so far immutable, so that later
 // writes of the transaction copy them (and Commit closes their watch
 // channels) instead of changing them in place. Every read that hands out a
-// watch channel takes it from here.
+// watch channel takes it from here: this keeps the watch-channel promise of
+// the package doc for channels taken through a WriteTxn.
 func (e *tableEntry) snapshot(i int) *treeNode {
 	if e.wt != nil {
 		if t := e.wt.txns[i]; t != nil {
@@ -155,12 +158,14 @@ type table[Obj any] struct {
 // secondary indexes, and returns it for writing; hand out ToTable() to
 // readers.
 //
-// The name must match [a-z][a-z0-9_-]{0,63}. Errors: ErrInvalidTableName,
-// ErrInvalidIndex (primary not unique, missing FromObject or FromKey, bad or
-// duplicate index name), ErrDuplicateTable.
+// Table and index names follow the one name rule of the project: a
+// lower-case letter, then up to 63 lower-case letters, digits, '-' and '_'
+// ([a-z][a-z0-9_-]{0,63}). Errors, each naming the table: ErrInvalidTableName,
+// ErrInvalidIndex (a nil index, primary not unique, missing FromObject or
+// FromKey, bad or duplicate index name), ErrDuplicateTable.
 func NewTable[Obj any](db *DB, name string, primary Indexer[Obj], secondary ...Indexer[Obj]) (RWTable[Obj], error) {
-	if !tableNameRe.MatchString(name) {
-		return nil, tableError(name, fmt.Errorf("%w: must match %s", ErrInvalidTableName, tableNameRe))
+	if !names.Valid(name) {
+		return nil, tableError(name, fmt.Errorf("%w: must match %s", ErrInvalidTableName, names.Pattern))
 	}
 	if primary == nil {
 		return nil, tableError(name, fmt.Errorf("%w: primary index is nil", ErrInvalidIndex))
@@ -207,11 +212,11 @@ func NewTable[Obj any](db *DB, name string, primary Indexer[Obj], secondary ...I
 
 func validateIndex[Obj any](idx Indexer[Obj]) error {
 	n := idx.indexName()
-	if !indexNameRe.MatchString(n) {
+	if !names.Valid(n) {
 		if strings.HasPrefix(n, "_") {
 			return fmt.Errorf("%w: index name %q: names starting with _ are reserved", ErrInvalidIndex, n)
 		}
-		return fmt.Errorf("%w: index name %q must match %s", ErrInvalidIndex, n, indexNameRe)
+		return fmt.Errorf("%w: index name %q must match %s", ErrInvalidIndex, n, names.Pattern)
 	}
 	if v, ok := idx.(interface{ valid() error }); ok {
 		if err := v.valid(); err != nil {

@@ -26,7 +26,10 @@ func (t *table[Obj]) NumObjects(txn ReadTxn) int {
 func (t *table[Obj]) Initialized(txn ReadTxn) (bool, <-chan struct{}) {
 	e := txn.tableEntry(t)
 	if e == nil {
-		return false, closedChan
+		return false, closedWatch()
+	}
+	if e.initWatch == nil {
+		return true, closedWatch() // no initializer was ever registered
 	}
 	return len(e.initPending) == 0, e.initWatch
 }
@@ -44,50 +47,60 @@ func (t *table[Obj]) PendingInitializers(txn ReadTxn) []string {
 	return nil
 }
 
+// The reads below walk the trees with radix's walks (All, Prefix,
+// LowerBound, Minimum). A table that did not exist yet in txn's snapshot
+// has no entry there; its roots are then nil, which radix reads as an empty
+// tree whose watch channels are closed.
+
+// snapshotRoot returns the root of index pos in txn, frozen for iterating
+// and watching (see tableEntry.snapshot), and the table's entry; both nil
+// when the table is not in txn.
+func (t *table[Obj]) snapshotRoot(txn ReadTxn, pos int) (*tableEntry, *treeNode) {
+	e := txn.tableEntry(t)
+	if e == nil {
+		return nil, nil
+	}
+	return e, e.snapshot(pos)
+}
+
 func (t *table[Obj]) Get(txn ReadTxn, q Query[Obj]) (obj Obj, rev Revision, found bool) {
 	e := txn.tableEntry(t)
 	if e == nil {
 		return
 	}
 	pos := t.indexPos(q.index)
+	var o object
 	if t.unique[pos] {
-		o, ok := e.root(pos).Get(q.key)
-		if !ok {
-			return
-		}
-		return o.data.(Obj), o.revision, true
+		o, found = e.root(pos).Get(q.key)
+	} else {
+		_, o, found = e.snapshot(pos).Prefix(nonUniqueExact(q.key)).Minimum()
 	}
-	for obj, rev := range t.nonUnique(e.snapshot(pos), nonUniqueExact(q.key)) {
-		return obj, rev, true
+	if !found {
+		return
 	}
-	return
+	return o.data.(Obj), o.revision, true
 }
 
 func (t *table[Obj]) GetWatch(txn ReadTxn, q Query[Obj]) (obj Obj, rev Revision, watch <-chan struct{}, found bool) {
-	e := txn.tableEntry(t)
-	if e == nil {
-		return obj, 0, closedChan, false
-	}
 	pos := t.indexPos(q.index)
 	if !t.tracked[pos] {
-		watch = e.watchAll()
+		watch = txn.tableEntry(t).watchAll()
 		obj, rev, found = t.Get(txn, q)
 		return
 	}
+	_, root := t.snapshotRoot(txn, pos)
+	var o object
 	if t.unique[pos] {
-		ch, o, ok := e.snapshot(pos).GetWatch(q.key)
-		if !ok {
-			return obj, 0, ch, false
-		}
-		return o.data.(Obj), o.revision, ch, true
+		watch, o, found = root.GetWatch(q.key)
+	} else {
+		var sub *treeNode
+		sub, watch = root.PrefixWatch(nonUniqueExact(q.key))
+		_, o, found = sub.Minimum()
 	}
-	root := e.snapshot(pos)
-	exact := nonUniqueExact(q.key)
-	watch = root.Iterator().SeekPrefixWatch(exact)
-	for obj, rev := range t.nonUnique(root, exact) {
-		return obj, rev, watch, true
+	if !found {
+		return obj, 0, watch, false
 	}
-	return obj, 0, watch, false
+	return o.data.(Obj), o.revision, watch, true
 }
 
 func (t *table[Obj]) List(txn ReadTxn, q Query[Obj]) iter.Seq2[Obj, Revision] {
@@ -100,33 +113,36 @@ func (t *table[Obj]) ListWatch(txn ReadTxn, q Query[Obj]) (iter.Seq2[Obj, Revisi
 }
 
 func (t *table[Obj]) list(txn ReadTxn, q Query[Obj], watch bool) (iter.Seq2[Obj, Revision], <-chan struct{}) {
-	e := txn.tableEntry(t)
-	if e == nil {
-		return emptySeq[Obj], closedChan
-	}
 	pos := t.indexPos(q.index)
 	if t.unique[pos] {
+		// At most one object: a lookup, not a walk.
 		var ch <-chan struct{}
 		var o object
 		var ok bool
 		if watch && t.tracked[pos] {
-			ch, o, ok = e.snapshot(pos).GetWatch(q.key)
+			_, root := t.snapshotRoot(txn, pos)
+			ch, o, ok = root.GetWatch(q.key)
 		} else {
-			o, ok = e.root(pos).Get(q.key)
-			ch = e.watchAll()
+			e := txn.tableEntry(t)
+			if e != nil {
+				o, ok = e.root(pos).Get(q.key)
+			}
+			if watch {
+				ch = e.watchAll()
+			}
 		}
-		if !ok {
-			return emptySeq[Obj], ch
-		}
-		return func(yield func(Obj, Revision) bool) { yield(o.data.(Obj), o.revision) }, ch
+		return func(yield func(Obj, Revision) bool) {
+			if ok {
+				yield(o.data.(Obj), o.revision)
+			}
+		}, ch
 	}
-	root := e.snapshot(pos)
-	exact := nonUniqueExact(q.key)
-	var ch <-chan struct{}
+	_, root := t.snapshotRoot(txn, pos)
 	if watch {
-		ch = root.Iterator().SeekPrefixWatch(exact)
+		sub, ch := root.PrefixWatch(nonUniqueExact(q.key))
+		return all[Obj](sub), ch
 	}
-	return t.nonUnique(root, exact), ch
+	return all[Obj](root.Prefix(nonUniqueExact(q.key))), nil
 }
 
 func (t *table[Obj]) Prefix(txn ReadTxn, q Query[Obj]) iter.Seq2[Obj, Revision] {
@@ -139,33 +155,21 @@ func (t *table[Obj]) PrefixWatch(txn ReadTxn, q Query[Obj]) (iter.Seq2[Obj, Revi
 }
 
 func (t *table[Obj]) prefix(txn ReadTxn, q Query[Obj], watch bool) (iter.Seq2[Obj, Revision], <-chan struct{}) {
-	e := txn.tableEntry(t)
-	if e == nil {
-		return emptySeq[Obj], closedChan
-	}
 	pos := t.indexPos(q.index)
-	root := e.snapshot(pos)
+	e, root := t.snapshotRoot(txn, pos)
 	key := q.key
 	if !t.unique[pos] {
 		key = escapeKey(nil, key)
 	}
-	var ch <-chan struct{}
-	if watch {
-		if t.tracked[pos] {
-			ch = root.Iterator().SeekPrefixWatch(key)
-		} else {
-			ch = e.watchAll()
-		}
+	switch {
+	case !watch:
+		return all[Obj](root.Prefix(key)), nil
+	case t.tracked[pos]:
+		sub, ch := root.PrefixWatch(key)
+		return all[Obj](sub), ch
+	default:
+		return all[Obj](root.Prefix(key)), e.watchAll()
 	}
-	return func(yield func(Obj, Revision) bool) {
-		it := root.Iterator()
-		it.SeekPrefix(key)
-		for _, o, ok := it.Next(); ok; _, o, ok = it.Next() {
-			if !yield(o.data.(Obj), o.revision) {
-				return
-			}
-		}
-	}, ch
 }
 
 func (t *table[Obj]) LowerBound(txn ReadTxn, q Query[Obj]) iter.Seq2[Obj, Revision] {
@@ -174,12 +178,8 @@ func (t *table[Obj]) LowerBound(txn ReadTxn, q Query[Obj]) iter.Seq2[Obj, Revisi
 }
 
 func (t *table[Obj]) LowerBoundWatch(txn ReadTxn, q Query[Obj]) (iter.Seq2[Obj, Revision], <-chan struct{}) {
-	e := txn.tableEntry(t)
-	if e == nil {
-		return emptySeq[Obj], closedChan
-	}
 	pos := t.indexPos(q.index)
-	root := e.snapshot(pos)
+	e, root := t.snapshotRoot(txn, pos)
 	key := q.key
 	if !t.unique[pos] {
 		// Tree keys of a non-unique index sort by secondary key first
@@ -188,13 +188,7 @@ func (t *table[Obj]) LowerBoundWatch(txn ReadTxn, q Query[Obj]) (iter.Seq2[Obj, 
 		key = escapeKey(nil, key)
 	}
 	return func(yield func(Obj, Revision) bool) {
-		it := root.Iterator()
-		it.SeekLowerBound(key)
-		for _, o, ok := it.Next(); ok; _, o, ok = it.Next() {
-			if !yield(o.data.(Obj), o.revision) {
-				return
-			}
-		}
+		root.LowerBound(key, func(_ []byte, o object) bool { return yield(o.data.(Obj), o.revision) })
 	}, e.watchAll()
 }
 
@@ -204,32 +198,14 @@ func (t *table[Obj]) All(txn ReadTxn) iter.Seq2[Obj, Revision] {
 }
 
 func (t *table[Obj]) AllWatch(txn ReadTxn) (iter.Seq2[Obj, Revision], <-chan struct{}) {
-	e := txn.tableEntry(t)
-	if e == nil {
-		return emptySeq[Obj], closedChan
-	}
-	root := e.snapshot(0)
-	return func(yield func(Obj, Revision) bool) {
-		it := root.Iterator()
-		for _, o, ok := it.Next(); ok; _, o, ok = it.Next() {
-			if !yield(o.data.(Obj), o.revision) {
-				return
-			}
-		}
-	}, e.watchAll()
+	e, root := t.snapshotRoot(txn, 0)
+	return all[Obj](root), e.watchAll()
 }
 
-// nonUnique iterates the entries of a non-unique index under the encoded
-// prefix (see nonUniqueExact and escapeKey).
-func (t *table[Obj]) nonUnique(root *treeNode, prefix []byte) iter.Seq2[Obj, Revision] {
+// all yields the objects of the subtree of root (nil: none) in key order.
+func all[Obj any](root *treeNode) iter.Seq2[Obj, Revision] {
 	return func(yield func(Obj, Revision) bool) {
-		it := root.Iterator()
-		it.SeekPrefix(prefix)
-		for _, o, ok := it.Next(); ok; _, o, ok = it.Next() {
-			if !yield(o.data.(Obj), o.revision) {
-				return
-			}
-		}
+		root.All(func(_ []byte, o object) bool { return yield(o.data.(Obj), o.revision) })
 	}
 }
 
@@ -271,5 +247,3 @@ func escapeKey(dst, key []byte) []byte {
 func nonUniqueExact(key []byte) []byte {
 	return append(escapeKey(make([]byte, 0, len(key)+2), key), 0, 0)
 }
-
-func emptySeq[Obj any](func(Obj, Revision) bool) {}

@@ -192,8 +192,7 @@ func (t *table[Obj]) DeleteAll(txn WriteTxn) error {
 	}
 	primary := tt.txn(0)
 	// Iterate a frozen snapshot while deleting from the live transaction.
-	it := tt.entry.snapshot(0).Iterator()
-	for k, _, ok := it.Next(); ok; k, _, ok = it.Next() {
+	for k := range tt.entry.snapshot(0).All {
 		if oldObj, had := primary.Delete(k); had {
 			t.removeIndexed(tt, k, oldObj)
 		}

@@ -15,6 +15,10 @@ type (
 
 func newTree() tree { return iradix.Empty[object]() }
 
+// closedWatch returns a channel that is closed already: the watch channel
+// of what has happened. It is the radix tree's own (that of a nil node).
+func closedWatch() <-chan struct{} { return (*treeNode)(nil).Watch() }
+
 // object is what every index stores: the user's object and the revision at
 // which it was written (for objects in the graveyard: deleted).
 type object struct {

@@ -9,21 +9,14 @@ import (
 	"time"
 )
 
-// WriteTxn locks exactly the tables it names and works on private copies of
-// their state.
+// WriteTxn starts a write transaction over exactly the named tables: it
+// locks them (waiting for their current writers) and works on private
+// copies of their state until Commit or Abort. Naming a table twice is
+// harmless; a table of another DB panics.
 //
-// Lock order (the invariant that keeps writers from deadlocking):
-//  1. DB.WriteTxn sorts the tables by their position (the order in which
-//     they were created) and locks them in that order. Every writer takes
-//     table locks in the same global order, so no cycle can form.
-//  2. Commit builds the new state of its tables without any other lock.
-//  3. Commit takes DB.mu, the innermost lock, copies the current root,
-//     replaces its own tables' entries (other tables keep whatever other
-//     writers published meanwhile) and publishes the root with one atomic
-//     store. DB.mu is held for a copy of a slice, nothing more.
-//  4. Only then are watch channels closed, so a woken reader that takes a
-//     ReadTxn sees the change.
-//  5. Finally the table locks are released, in reverse order.
+// The lock order that keeps writers from deadlocking is stated step by step
+// in the package doc ("Writers never deadlock"); this is step 1, Commit has
+// steps 2 to 4, release step 5.
 func (db *DB) WriteTxn(table TableMeta, more ...TableMeta) WriteTxn {
 	g := newGuard(db)
 	g.add(table.meta())
@@ -42,6 +35,7 @@ func (db *DB) WriteTxn(table TableMeta, more ...TableMeta) WriteTxn {
 	if measure {
 		start = time.Now()
 	}
+	// Step 1: lock in the global order (g.list is sorted by position).
 	for _, m := range metas {
 		m.lock.Lock()
 	}
@@ -197,7 +191,8 @@ func txnTableOf(txn WriteTxn, m *tableMeta) (*txnTable, error) {
 	return w.writable(m)
 }
 
-// Commit publishes the transaction; see the lock order above.
+// Commit publishes the transaction: steps 2 to 5 of the lock order in the
+// package doc.
 func (w *writeTxn) Commit() ReadTxn {
 	if w.closed {
 		if w.committed == nil {
@@ -228,7 +223,8 @@ func (w *writeTxn) Commit() ReadTxn {
 			}
 		}
 		// The committed entry gets an indexes array of its own: the
-		// working one lives in this WriteTxn (see tableEntry).
+		// working one lives in this WriteTxn. Memory bounded by live data
+		// (package doc) depends on it; see tableEntry.
 		e.indexes = slices.Clone(e.indexes)
 		if tt.initDone {
 			closeAfter = append(closeAfter, e.initWatch)

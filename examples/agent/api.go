@@ -11,8 +11,6 @@ import (
 	"os"
 	"time"
 
-	"go.uber.org/dig"
-
 	"github.com/steadystate/steadystate/examples/iptables"
 	"github.com/steadystate/steadystate/examples/routes"
 	"github.com/steadystate/steadystate/examples/sysctl"
@@ -43,14 +41,14 @@ type tableStatus struct {
 
 func countByStatus[Obj any](txn statedb.ReadTxn, t statedb.Table[Obj], getStatus func(Obj) reconciler.Status) tableStatus {
 	ts := tableStatus{Name: t.Name(), Objects: t.NumObjects(txn), ByStatus: map[string]int{}}
-	for obj := range t.All(txn) {
-		ts.ByStatus[getStatus(obj).Kind.String()]++
+	for kind, n := range reconciler.CountByStatus(txn, t, getStatus) {
+		ts.ByStatus[kind.String()] = n
 	}
 	return ts
 }
 
 type apiParams struct {
-	dig.In
+	cell.In
 
 	Config    AgentConfig
 	DB        *statedb.DB

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 
 	"github.com/steadystate/steadystate/examples/internal/netnsutil"
@@ -12,59 +13,62 @@ import (
 	"github.com/steadystate/steadystate/hive/cell"
 	"github.com/steadystate/steadystate/hive/job"
 	"github.com/steadystate/steadystate/reconciler"
+	"github.com/steadystate/steadystate/reconciler/reconcilercell"
 	"github.com/steadystate/steadystate/statedb"
+	"github.com/steadystate/steadystate/statedb/statedbcell"
 )
 
 // agentCells assembles the agent. ns is the network namespace to manage,
 // decided (and created, for the sandbox) before the hive is built.
 func agentCells(ns *netnsutil.NS) []cell.Cell {
 	return []cell.Cell{
-		statedb.Cell,
+		statedbcell.Cell,
 		hive.MetricsServer,
-		reconciler.MetricsCell,
+		reconcilercell.MetricsCell,
 		cell.Module("agent", "The example node agent",
 			cell.Config(defaultConfig()),
 			cell.Provide(func() netnsutil.NS { return *ns }),
 
 			cell.Module("desired", "Desired state: tables, file loader, progress log",
-				statedb.TableCell(sysctl.TableName, sysctl.NameIndex, sysctl.StatusIndex),
-				statedb.TableCell(routes.TableName, routes.PrimaryIndex, routes.StatusIndex),
-				statedb.TableCell(iptables.TableName, iptables.KeyIndex, iptables.StatusIndex),
+				statedbcell.TableCell(sysctl.TableName, sysctl.NameIndex, sysctl.StatusIndex),
+				statedbcell.TableCell(routes.TableName, routes.PrimaryIndex, routes.StatusIndex),
+				statedbcell.TableCell(iptables.TableName, iptables.KeyIndex, iptables.StatusIndex),
 				cell.Invoke(registerLoader),
 				cell.Invoke(func(jobs job.Group, db *statedb.DB, log *slog.Logger,
-					s statedb.Table[*sysctl.Sysctl], r statedb.Table[*routes.Route], ru statedb.Table[*iptables.Rule]) {
-					watchProgress(jobs, db, s, log, (*sysctl.Sysctl).GetStatus, sysctl.StatusIndex, describeSysctl)
-					watchProgress(jobs, db, r, log, (*routes.Route).GetStatus, routes.StatusIndex, describeRoute)
-					watchProgress(jobs, db, ru, log, (*iptables.Rule).GetStatus, iptables.StatusIndex, describeRule)
+					s statedb.Table[*sysctl.Sysctl], r statedb.Table[*routes.Route], ru statedb.Table[*iptables.Rule]) error {
+					return errors.Join(
+						watchProgress(jobs, db, s, log, (*sysctl.Sysctl).GetStatus, describeSysctl),
+						watchProgress(jobs, db, r, log, (*routes.Route).GetStatus, describeRoute),
+						watchProgress(jobs, db, ru, log, (*iptables.Rule).GetStatus, describeRule))
 				}),
 
 				cell.Module("sysctl", "Reconciles sysctls with /proc/sys",
-					cell.Invoke(func(p reconciler.Params, cfg AgentConfig, ns netnsutil.NS, t statedb.RWTable[*sysctl.Sysctl]) error {
+					cell.Invoke(func(p reconcilercell.Params, cfg AgentConfig, ns netnsutil.NS, t statedb.RWTable[*sysctl.Sysctl]) error {
 						// Outside --netns host only net.* sysctls: the others
 						// are the whole machine's, in any namespace.
 						target := sysctl.NewTarget(sysctl.TargetConfig{NetNS: ns, NetworkOnly: cfg.NetNS != netnsHost})
-						_, err := reconciler.Register(p, withInterval(sysctl.ReconcilerConfig(t, target), cfg))
+						_, err := reconcilercell.Register(p, withInterval(sysctl.ReconcilerConfig(t, target), cfg))
 						return err
 					}),
 				),
 				cell.Module("routes", "Reconciles routes over rtnetlink",
-					cell.Invoke(func(p reconciler.Params, cfg AgentConfig, ns netnsutil.NS, t statedb.RWTable[*routes.Route], lc cell.Lifecycle) error {
+					cell.Invoke(func(p reconcilercell.Params, cfg AgentConfig, ns netnsutil.NS, t statedb.RWTable[*routes.Route], lc cell.Lifecycle) error {
 						target, err := routes.NewTarget(routes.TargetConfig{NetNS: ns})
 						if err != nil {
 							return err
 						}
 						lc.Append(cell.Hook{OnStop: func(ctx context.Context) error { target.Close(); return nil }})
-						_, err = reconciler.Register(p, withInterval(routes.ReconcilerConfig(t, target), cfg))
+						_, err = reconcilercell.Register(p, withInterval(routes.ReconcilerConfig(t, target), cfg))
 						return err
 					}),
 				),
 				cell.Module("iptables", "Reconciles iptables rules with iptables-restore",
-					cell.Invoke(func(p reconciler.Params, cfg AgentConfig, ns netnsutil.NS, t statedb.RWTable[*iptables.Rule]) error {
+					cell.Invoke(func(p reconcilercell.Params, cfg AgentConfig, ns netnsutil.NS, t statedb.RWTable[*iptables.Rule]) error {
 						target, err := iptables.NewTarget(iptables.TargetConfig{NetNS: ns, Rules: t})
 						if err != nil {
 							return err
 						}
-						_, err = reconciler.Register(p, withInterval(iptables.ReconcilerConfig(t, target), cfg))
+						_, err = reconcilercell.Register(p, withInterval(iptables.ReconcilerConfig(t, target), cfg))
 						return err
 					}),
 				),

@@ -9,8 +9,6 @@ import (
 	"os"
 	"time"
 
-	"go.uber.org/dig"
-
 	"github.com/steadystate/steadystate/examples/iptables"
 	"github.com/steadystate/steadystate/examples/routes"
 	"github.com/steadystate/steadystate/examples/sysctl"
@@ -36,7 +34,7 @@ type loader struct {
 }
 
 type loaderParams struct {
-	dig.In
+	cell.In
 
 	Config  AgentConfig
 	DB      *statedb.DB
@@ -49,7 +47,7 @@ type loaderParams struct {
 
 // registerLoader registers an initializer on each table, so that nothing is
 // pruned before the first good load, and starts the loader job.
-func registerLoader(p loaderParams) {
+func registerLoader(p loaderParams) error {
 	l := &loader{cfg: p.Config, db: p.DB, sysctls: p.Sysctls, routes: p.Routes, rules: p.Rules, log: p.Log}
 	wtxn := p.DB.WriteTxn(p.Sysctls, p.Routes, p.Rules)
 	l.initDone = []func(statedb.WriteTxn){
@@ -58,7 +56,7 @@ func registerLoader(p loaderParams) {
 		p.Rules.RegisterInitializer(wtxn, "desired-file"),
 	}
 	wtxn.Commit()
-	p.Jobs.Add(job.OneShot("load-desired", l.run))
+	return p.Jobs.Add(job.OneShot("load-desired", l.run))
 }
 
 func (l *loader) run(ctx context.Context, health cell.Health) error {

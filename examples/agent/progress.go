@@ -27,15 +27,14 @@ var notDone = []reconciler.StatusKind{reconciler.StatusKindUnset, reconciler.Sta
 
 // watchProgress logs the status changes of one table as a job.
 func watchProgress[Obj any](jobs job.Group, db *statedb.DB, table statedb.Table[Obj], log *slog.Logger,
-	getStatus func(Obj) reconciler.Status, statusIndex statedb.Index[Obj, reconciler.StatusKind], describe func(Obj) string) {
+	getStatus func(Obj) reconciler.Status, describe func(Obj) string) error {
 	wtxn := db.WriteTxn(table)
 	changes, err := table.Changes(wtxn)
 	wtxn.Commit()
 	if err != nil {
-		log.Error("Progress log unavailable", "table", table.Name(), "error", err)
-		return
+		return err
 	}
-	jobs.Add(job.OneShot("progress-"+table.Name(), func(ctx context.Context, _ cell.Health) error {
+	return jobs.Add(job.OneShot("progress-"+table.Name(), func(ctx context.Context, _ cell.Health) error {
 		defer changes.Close()
 		allDone := false
 		for {
@@ -51,13 +50,12 @@ func watchProgress[Obj any](jobs job.Group, db *statedb.DB, table statedb.Table[
 					log.Warn("Error: "+describe(ch.Object), "error", st.Error)
 				}
 			}
-			// The objects not Done, found through the status index: no pass
-			// over the table on every change, and none once all are Done.
+			// The objects not Done, found through the table's status index:
+			// no pass over the table on every change, and none once all
+			// are Done.
 			pending := 0
-			for _, kind := range notDone {
-				for range table.List(txn, statusIndex.Query(kind)) {
-					pending++
-				}
+			for _, n := range reconciler.CountByStatus(txn, table, getStatus, notDone...) {
+				pending += n
 			}
 			if initialized, _ := table.Initialized(txn); initialized && pending == 0 && !allDone {
 				log.Info(fmt.Sprintf("All %d %s reconciled", table.NumObjects(txn), table.Name()))

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/steadystate/steadystate/examples/internal/netnsutil"
-	"github.com/steadystate/steadystate/examples/internal/reconcilertest"
 	"github.com/steadystate/steadystate/reconciler"
+	"github.com/steadystate/steadystate/reconciler/reconcilertest"
 	"github.com/steadystate/steadystate/statedb"
 )
 
@@ -170,7 +170,7 @@ func reconcileOnce(b *testing.B, ns netnsutil.NS, rules []*Rule) time.Duration {
 	if err != nil {
 		b.Fatal(err)
 	}
-	r, stop := reconcilertest.Start(b, db, ReconcilerConfig(table, target))
+	r := reconcilertest.Start(b, db, ReconcilerConfig(table, target))
 	objs := make([]*Rule, len(rules))
 	for i, rule := range rules {
 		objs[i] = rule.Clone().SetStatus(reconciler.StatusPending())
@@ -189,7 +189,7 @@ func reconcileOnce(b *testing.B, ns netnsutil.NS, rules []*Rule) time.Duration {
 	elapsed := time.Since(start)
 
 	b.StopTimer()
-	stop()
+	r.Stop()
 	if n := countOwned(b, ns); n != len(rules) {
 		b.Fatalf("%d rules in the namespace, want %d", n, len(rules))
 	}

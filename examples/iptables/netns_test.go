@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/steadystate/steadystate/examples/internal/netnsutil"
-	"github.com/steadystate/steadystate/examples/internal/reconcilertest"
 	"github.com/steadystate/steadystate/reconciler"
+	"github.com/steadystate/steadystate/reconciler/reconcilertest"
 	"github.com/steadystate/steadystate/statedb"
 )
 
@@ -42,7 +42,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	cfg := ReconcilerConfig(table, target)
 	cfg.RetryBackoffMin = 10 * time.Millisecond
-	r, _ := reconcilertest.Start(t, db, cfg)
+	r := reconcilertest.Start(t, db, cfg)
 	return &fixture{t: t, ns: ns, db: db, table: table, target: target, r: r, known: map[string]string{}}
 }
 

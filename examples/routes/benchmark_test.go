@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/steadystate/steadystate/examples/internal/netnsutil"
-	"github.com/steadystate/steadystate/examples/internal/reconcilertest"
 	"github.com/steadystate/steadystate/reconciler"
+	"github.com/steadystate/steadystate/reconciler/reconcilertest"
 	"github.com/steadystate/steadystate/statedb"
 )
 
@@ -112,8 +112,8 @@ func applyWithReconciler(b *testing.B, ns netnsutil.NS, routes []*Route) {
 		b.Fatal(err)
 	}
 	defer target.Close()
-	r, stop := reconcilertest.Start(b, db, ReconcilerConfig(table, target))
-	defer stop()
+	r := reconcilertest.Start(b, db, ReconcilerConfig(table, target))
+	defer r.Stop()
 
 	b.StartTimer()
 	wtxn := db.WriteTxn(table)

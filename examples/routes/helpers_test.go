@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/steadystate/steadystate/examples/internal/netnsutil"
-	"github.com/steadystate/steadystate/examples/internal/reconcilertest"
 	"github.com/steadystate/steadystate/reconciler"
+	"github.com/steadystate/steadystate/reconciler/reconcilertest"
 	"github.com/steadystate/steadystate/statedb"
 )
 
@@ -52,7 +52,7 @@ func newWorld(t *testing.T) *world {
 	cfg := ReconcilerConfig(table, target)
 	cfg.RetryBackoffMin = 10 * time.Millisecond
 	cfg.RetryBackoffMax = 50 * time.Millisecond
-	r, _ := reconcilertest.Start(t, db, cfg)
+	r := reconcilertest.Start(t, db, cfg)
 	return &world{t: t, ns: ns, db: db, table: table, target: target, r: r}
 }
 

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/steadystate/steadystate/examples/internal/netnsutil"
-	"github.com/steadystate/steadystate/examples/internal/reconcilertest"
 	"github.com/steadystate/steadystate/reconciler"
+	"github.com/steadystate/steadystate/reconciler/reconcilertest"
 	"github.com/steadystate/steadystate/statedb"
 )
 
@@ -40,7 +40,7 @@ func startReconciler(t *testing.T, ns netnsutil.NS) (*statedb.DB, statedb.RWTabl
 	target := NewTarget(TargetConfig{NetNS: ns})
 	cfg := ReconcilerConfig(table, target)
 	cfg.RetryBackoffMin = 10 * time.Millisecond
-	r, _ := reconcilertest.Start(t, db, cfg)
+	r := reconcilertest.Start(t, db, cfg)
 	return db, table, r, target
 }
 

@@ -6,18 +6,29 @@ import (
 
 	"github.com/spf13/pflag"
 	"go.uber.org/dig"
+
+	"github.com/steadystate/steadystate/hive/internal/build"
 )
 
 // Cell is one node of an application's cell tree. The set of cells is
 // closed: cells are made with Module, Provide, ProvidePrivate, Invoke,
-// Decorate, Group and Config.
+// Decorate, Group and Config, and the hive builds them. A cell holds no
+// per-hive state, so one cell may be used in many hives.
 type Cell interface {
-	// Info describes the cell and its children, for the cell tree printout.
-	Info() Info
-
-	// apply registers the cell in the scope; invokes are queued in b.
-	apply(b *builder, s scope) error
+	node() *build.Node
 }
+
+// In marks a struct of constructor or invoke parameters: each exported field
+// is one dependency. Tag a field `optional:"true"` to receive the zero value
+// when nothing provides its type, or `group:"name"` (on a slice) to receive
+// every value of a value group. It is dig.In, so code using cells does not
+// import the injector.
+type In = dig.In
+
+// Out marks a struct of constructor results: each exported field is
+// provided as a value of its type (or, tagged `group:"name"`, added to a
+// value group). It is dig.Out.
+type Out = dig.Out
 
 // Flagger is implemented by configuration structs: Flags declares one flag
 // per field on the flag set. See Config for how values reach the fields.
@@ -83,21 +94,11 @@ type Lifecycle interface {
 	Append(HookInterface)
 }
 
-// Level is the health of one scope.
-type Level string
-
-// Health levels. A scope is Unknown until it first reports.
-const (
-	LevelOK       Level = "OK"
-	LevelDegraded Level = "Degraded"
-	LevelStopped  Level = "Stopped"
-	LevelUnknown  Level = "Unknown"
-)
-
 // Health is one scope in the hive's health tree. Every module gets its own
 // scope (provided privately as Health); jobs and components open sub-scopes
-// with NewScope. All methods are safe for concurrent use, and all are no-ops
-// once the scope is closed.
+// with NewScope. A scope reads Unknown until it first reports (package
+// health holds the tree and its levels). All methods are safe for
+// concurrent use, and all are no-ops once the scope is closed.
 type Health interface {
 	// OK marks the scope healthy, with a short status.
 	OK(status string)
@@ -139,29 +140,4 @@ func NewShutdownRequest(opts ...ShutdownOption) ShutdownRequest {
 		o(&r)
 	}
 	return r
-}
-
-// scope is where a cell is applied: the dig scope for constructors and
-// invokes (a Decorate cell opens a child), the enclosing module's scope for
-// private providers, and the module path for error messages.
-type scope struct {
-	dig    digScope
-	module digScope
-	path   FullModuleID
-}
-
-// digScope is what *dig.Container and *dig.Scope have in common.
-type digScope interface {
-	Provide(ctor any, opts ...dig.ProvideOption) error
-	Invoke(fn any, opts ...dig.InvokeOption) error
-	Decorate(dtor any, opts ...dig.DecorateOption) error
-	Scope(name string, opts ...dig.ScopeOption) *dig.Scope
-}
-
-// prefix is the error prefix for the scope: "module a.b: " or "".
-func (s scope) prefix() string {
-	if len(s.path) == 0 {
-		return ""
-	}
-	return "module " + s.path.String() + ": "
 }

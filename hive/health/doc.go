@@ -1,6 +1,11 @@
 // Package health keeps the hive's health tree: one scope per module, job
 // and sub-component, each OK, Degraded (with reason and last error),
-// Stopped or Unknown.
+// Stopped or Unknown. The hive gives each module its scope (Tree.Module)
+// and provides it to the module's cells as cell.Health; jobs and
+// components open child scopes with NewScope. The tree serves the hive's
+// /healthz as JSON (Status), its text form (Status.WriteText), and the
+// metric steadystate_health_scopes{module, level} (the Tree is a
+// prometheus.Collector).
 //
 // Invariants:
 //

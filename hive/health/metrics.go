@@ -2,46 +2,62 @@ package health
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/steadystate/steadystate/hive/cell"
 )
 
 var scopesDesc = prometheus.NewDesc(
-	"hive_health_scopes",
-	"Number of health scopes at each level. Scopes that only group others (never reported, with children) are not counted.",
-	[]string{"level"}, nil,
+	"steadystate_health_scopes",
+	"Health scopes of a module at each level: the module's own scope once it reported, and the scopes of its jobs and components "+
+		"(not those of its sub-modules). Scopes that only group others (never reported, with children) are not counted. "+
+		`Label module is the full module id ("" for scopes outside every module).`,
+	[]string{"module", "level"}, nil,
 )
 
-// levels are the label values always exported, so a level at zero shows.
-var levels = []cell.Level{cell.LevelOK, cell.LevelDegraded, cell.LevelStopped, cell.LevelUnknown}
+// levels are the label values always exported for a module, so a level at
+// zero shows.
+var levels = []Level{LevelOK, LevelDegraded, LevelStopped, LevelUnknown}
 
 // Describe implements prometheus.Collector.
 func (t *Tree) Describe(ch chan<- *prometheus.Desc) { ch <- scopesDesc }
 
-// Collect implements prometheus.Collector: one gauge per level, counting
-// scopes by their own level, computed at scrape time.
+// Collect implements prometheus.Collector: steadystate_health_scopes, one
+// gauge per module and level, computed at scrape time. Every module scope
+// gets all four levels; module "" (the root) only when scopes outside every
+// module exist.
 func (t *Tree) Collect(ch chan<- prometheus.Metric) {
-	counts := t.Counts()
-	for _, l := range levels {
-		ch <- prometheus.MustNewConstMetric(scopesDesc, prometheus.GaugeValue, float64(counts[l]), string(l))
+	counts, modules := t.countByModule()
+	for _, m := range modules {
+		for _, l := range levels {
+			ch <- prometheus.MustNewConstMetric(scopesDesc, prometheus.GaugeValue, float64(counts[m][l]), m, string(l))
+		}
 	}
 }
 
-// Counts returns the number of scopes at each level, as the
-// hive_health_scopes gauge reports them.
-func (t *Tree) Counts() map[cell.Level]int {
+// countByModule counts the scopes of each module by their own level, and
+// lists the modules to export in tree order.
+func (t *Tree) countByModule() (map[string]map[Level]int, []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	counts := map[cell.Level]int{}
-	var walk func(n *node)
-	walk = func(n *node) {
+	counts := map[string]map[Level]int{}
+	var modules []string
+	var walk func(n *node, module string)
+	walk = func(n *node, module string) {
+		if n.module && n.parent != nil {
+			module = n.moduleID
+			modules = append(modules, module)
+		}
 		if n.parent != nil && (n.reported || len(n.children) == 0) {
-			counts[n.level]++
+			if counts[module] == nil {
+				counts[module] = map[Level]int{}
+			}
+			counts[module][n.level]++
 		}
 		for _, c := range n.children {
-			walk(c)
+			walk(c, module)
 		}
 	}
-	walk(t.root)
-	return counts
+	walk(t.root, "")
+	if counts[""] != nil {
+		modules = append([]string{""}, modules...)
+	}
+	return counts, modules
 }

@@ -5,19 +5,28 @@ import (
 	"io"
 	"strings"
 	"time"
+)
 
-	"github.com/steadystate/steadystate/hive/cell"
+// Level is the health of one scope.
+type Level string
+
+// Health levels. A scope is Unknown until it first reports.
+const (
+	LevelOK       Level = "OK"
+	LevelDegraded Level = "Degraded"
+	LevelStopped  Level = "Stopped"
+	LevelUnknown  Level = "Unknown"
 )
 
 // Status is a snapshot of one scope and its children, ready for JSON.
 type Status struct {
-	ID       string     `json:"id"` // dotted path below the root; "" for the root
-	Name     string     `json:"name"`
-	Level    cell.Level `json:"level"`
-	Message  string     `json:"message,omitempty"`
-	Error    string     `json:"error,omitempty"`
-	Updated  time.Time  `json:"updated,omitzero"`
-	Children []Status   `json:"children,omitempty"`
+	ID       string    `json:"id"` // dotted path below the root; "" for the root
+	Name     string    `json:"name"`
+	Level    Level     `json:"level"`
+	Message  string    `json:"message,omitempty"`
+	Error    string    `json:"error,omitempty"`
+	Updated  time.Time `json:"updated,omitzero"`
+	Children []Status  `json:"children,omitempty"`
 }
 
 // Snapshot returns the whole tree, consistent at one instant.
@@ -27,15 +36,12 @@ func (t *Tree) Snapshot() Status {
 	return t.root.statusLocked()
 }
 
-// All returns the module scopes (the root's children) as a list.
-func (t *Tree) All() []Status { return t.Snapshot().Children }
-
 // severity orders levels for aggregation: higher is worse.
-var severity = map[cell.Level]int{
-	cell.LevelStopped:  0,
-	cell.LevelOK:       1,
-	cell.LevelUnknown:  2,
-	cell.LevelDegraded: 3,
+var severity = map[Level]int{
+	LevelStopped:  0,
+	LevelOK:       1,
+	LevelUnknown:  2,
+	LevelDegraded: 3,
 }
 
 func (n *node) statusLocked() Status {

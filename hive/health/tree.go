@@ -18,30 +18,37 @@ type Tree struct {
 // NewTree returns an empty tree whose root scope is named "hive".
 func NewTree() *Tree {
 	t := &Tree{now: time.Now}
-	t.root = &node{tree: t, name: "hive", level: cell.LevelUnknown}
+	t.root = &node{tree: t, name: "hive", level: LevelUnknown, module: true}
 	return t
 }
 
-// Root returns the root scope. Modules hang below it.
+// Root returns the root scope: the scope of cells outside every module.
+// Modules hang below it.
 func (t *Tree) Root() cell.Health { return t.root }
 
-// Scope returns the scope at the path of names below the root, creating
-// missing scopes (as Unknown). Unlike NewScope it reuses an existing scope
-// of the same name: the hive uses it to give each module one scope.
-func (t *Tree) Scope(path ...string) cell.Health {
+// Module returns the scope of the module with this full id (the root for
+// an empty id), creating it and the scopes of its parent modules as needed
+// (Unknown until they report). Unlike NewScope it returns the same scope
+// for the same id every time: the hive gives each module its scope this
+// way. If a sibling scope that is not a module already has the name, the
+// module's scope gets a "#n" suffix in the tree; metrics still label it
+// with the module id.
+func (t *Tree) Module(id cell.FullModuleID) cell.Health {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := t.root
-	for _, name := range path {
+	for i, name := range id {
+		full := id[:i+1].String()
 		var next *node
 		for _, c := range n.children {
-			if c.name == name {
+			if c.module && c.moduleID == full {
 				next = c
 				break
 			}
 		}
 		if next == nil {
-			next = n.addChildLocked(name)
+			next = n.addChildLocked(n.uniqueNameLocked(name))
+			next.module, next.moduleID = true, full
 		}
 		n = next
 	}
@@ -54,16 +61,18 @@ type node struct {
 	parent   *node
 	name     string
 	id       string
-	level    cell.Level
+	level    Level
 	message  string
 	err      string
 	updated  time.Time
 	reported bool
 	closed   bool
 	children []*node
+	module   bool   // a module's scope (or the root)
+	moduleID string // the module's full id, when module
 }
 
-func (n *node) set(level cell.Level, msg string, err error) {
+func (n *node) set(level Level, msg string, err error) {
 	t := n.tree
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -78,23 +87,28 @@ func (n *node) set(level cell.Level, msg string, err error) {
 }
 
 // OK marks the scope healthy.
-func (n *node) OK(status string) { n.set(cell.LevelOK, status, nil) }
+func (n *node) OK(status string) { n.set(LevelOK, status, nil) }
 
 // Degraded marks the scope unhealthy with a reason and the last error.
-func (n *node) Degraded(reason string, err error) { n.set(cell.LevelDegraded, reason, err) }
+func (n *node) Degraded(reason string, err error) { n.set(LevelDegraded, reason, err) }
 
 // Stopped marks the scope as finished.
-func (n *node) Stopped(reason string) { n.set(cell.LevelStopped, reason, nil) }
+func (n *node) Stopped(reason string) { n.set(LevelStopped, reason, nil) }
 
 // NewScope opens a child scope with a name unique among its siblings.
 func (n *node) NewScope(name string) cell.Health {
 	n.tree.mu.Lock()
 	defer n.tree.mu.Unlock()
+	return n.addChildLocked(n.uniqueNameLocked(name))
+}
+
+// uniqueNameLocked returns name, or name with the first free "#n" suffix.
+func (n *node) uniqueNameLocked(name string) string {
 	unique := name
 	for i := 2; n.hasChildLocked(unique); i++ {
 		unique = fmt.Sprintf("%s#%d", name, i)
 	}
-	return n.addChildLocked(unique)
+	return unique
 }
 
 func (n *node) hasChildLocked(name string) bool {
@@ -108,7 +122,7 @@ func (n *node) hasChildLocked(name string) bool {
 
 // addChildLocked adds a child; a child of a closed scope is born closed.
 func (n *node) addChildLocked(name string) *node {
-	c := &node{tree: n.tree, parent: n, name: name, level: cell.LevelUnknown, closed: n.closed}
+	c := &node{tree: n.tree, parent: n, name: name, level: LevelUnknown, closed: n.closed}
 	c.id = name
 	if n.parent != nil {
 		c.id = n.id + "." + name

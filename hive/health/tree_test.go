@@ -16,58 +16,68 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// module is the scope of the module with the dotted id.
+func module(t *health.Tree, id string) cell.Health {
+	return t.Module(cell.FullModuleID(strings.Split(id, ".")))
+}
+
 func TestTree(t *testing.T) {
 	tests := []struct {
-		name   string
-		build  func(t *health.Tree)
-		want   string // WriteText of the snapshot
-		counts map[cell.Level]int
+		name  string
+		build func(t *health.Tree)
+		want  string // WriteText of the snapshot
 	}{
 		{
-			name:   "empty",
-			build:  func(*health.Tree) {},
-			want:   "hive  Unknown\n",
-			counts: map[cell.Level]int{},
+			name:  "empty: the root is Unknown",
+			build: func(*health.Tree) {},
+			want:  "hive  Unknown\n",
 		},
 		{
 			name: "module with jobs aggregates the worst level",
 			build: func(t *health.Tree) {
-				m := t.Scope("agent")
+				m := module(t, "agent")
 				m.NewScope("a").OK("fine")
 				m.NewScope("b").Degraded("broken", errors.New("disk full"))
 				m.NewScope("c").Stopped("done")
 			},
-			want:   "hive  Degraded\n  agent  Degraded\n    a  OK  fine\n    b  Degraded  broken: disk full\n    c  Stopped  done\n",
-			counts: map[cell.Level]int{cell.LevelOK: 1, cell.LevelDegraded: 1, cell.LevelStopped: 1},
+			want: "hive  Degraded\n  agent  Degraded\n    a  OK  fine\n    b  Degraded  broken: disk full\n    c  Stopped  done\n",
 		},
 		{
 			name: "own report wins over children; stopped ranks below OK",
 			build: func(t *health.Tree) {
-				m := t.Scope("agent")
+				m := module(t, "agent")
 				m.OK("module fine")
 				m.NewScope("x").Degraded("bad", nil)
-				n := t.Scope("other")
+				n := module(t, "other")
 				n.NewScope("y").Stopped("done")
 				n.NewScope("z").OK("")
 			},
-			want:   "hive  OK\n  agent  OK  module fine\n    x  Degraded  bad\n  other  OK\n    y  Stopped  done\n    z  OK\n",
-			counts: map[cell.Level]int{cell.LevelOK: 2, cell.LevelDegraded: 1, cell.LevelStopped: 1},
+			want: "hive  OK\n  agent  OK  module fine\n    x  Degraded  bad\n  other  OK\n    y  Stopped  done\n    z  OK\n",
 		},
 		{
-			name: "duplicate names get suffixes; Scope reuses",
+			name: "duplicate names get suffixes; Module reuses the module's scope",
 			build: func(t *health.Tree) {
-				m := t.Scope("m")
+				m := module(t, "m")
 				m.NewScope("job")
-				m.NewScope("job")
-				t.Scope("m", "job").OK("same as the first")
+				m.NewScope("job").OK("second")
+				module(t, "m").OK("same module scope")
+				t.Root().NewScope("m").OK("not a module")
 			},
-			want:   "hive  Unknown\n  m  Unknown\n    job  OK  same as the first\n    job#2  Unknown\n",
-			counts: map[cell.Level]int{cell.LevelOK: 1, cell.LevelUnknown: 1},
+			want: "hive  OK\n  m  OK  same module scope\n    job  Unknown\n    job#2  OK  second\n  m#2  OK  not a module\n",
+		},
+		{
+			name: "a module whose name a job took first is suffixed",
+			build: func(t *health.Tree) {
+				module(t, "a").NewScope("b").OK("job b")
+				module(t, "a.b").OK("module b")
+				module(t, "a.b").NewScope("j").OK("in module b")
+			},
+			want: "hive  OK\n  a  OK\n    b  OK  job b\n    b#2  OK  module b\n      j  OK  in module b\n",
 		},
 		{
 			name: "closed scopes leave the tree and ignore updates",
 			build: func(t *health.Tree) {
-				m := t.Scope("m")
+				m := module(t, "m")
 				j := m.NewScope("job")
 				sub := j.NewScope("sub")
 				j.Close()
@@ -76,17 +86,15 @@ func TestTree(t *testing.T) {
 				sub.NewScope("born-closed").OK("ignored")
 				m.NewScope("job").OK("new one")
 			},
-			want:   "hive  OK\n  m  OK\n    job  OK  new one\n",
-			counts: map[cell.Level]int{cell.LevelOK: 1},
+			want: "hive  OK\n  m  OK\n    job  OK  new one\n",
 		},
 		{
 			name: "closing the root clears it",
 			build: func(t *health.Tree) {
-				t.Scope("m").OK("x")
+				module(t, "m").OK("x")
 				t.Root().Close()
 			},
-			want:   "hive  Unknown\n",
-			counts: map[cell.Level]int{},
+			want: "hive  Unknown\n",
 		},
 	}
 	for _, tt := range tests {
@@ -100,22 +108,13 @@ func TestTree(t *testing.T) {
 			if b.String() != tt.want {
 				t.Fatalf("tree\n%s\nwant\n%s", b.String(), tt.want)
 			}
-			got := tree.Counts()
-			if len(got) != len(tt.counts) {
-				t.Fatalf("counts %v, want %v", got, tt.counts)
-			}
-			for l, n := range tt.counts {
-				if got[l] != n {
-					t.Fatalf("counts %v, want %v", got, tt.counts)
-				}
-			}
 		})
 	}
 }
 
 func TestStatusJSONAndIDs(t *testing.T) {
 	tree := health.NewTree()
-	tree.Scope("agent", "routes").NewScope("sync").Degraded("failed", errors.New("timeout"))
+	module(tree, "agent.routes").NewScope("sync").Degraded("failed", errors.New("timeout"))
 	b, err := json.Marshal(tree.Snapshot())
 	if err != nil {
 		t.Fatal(err)
@@ -128,30 +127,78 @@ func TestStatusJSONAndIDs(t *testing.T) {
 	if leaf.ID != "agent.routes.sync" || leaf.Name != "sync" || leaf.Error != "timeout" || leaf.Updated.IsZero() {
 		t.Fatalf("leaf %+v", leaf)
 	}
-	if st.ID != "" || st.Name != "hive" || st.Level != cell.LevelDegraded {
+	if st.ID != "" || st.Name != "hive" || st.Level != health.LevelDegraded {
 		t.Fatalf("root %+v", st)
 	}
-	if all := tree.All(); len(all) != 1 || all[0].ID != "agent" {
-		t.Fatalf("All = %+v", all)
+	if tree.Module(nil) != tree.Root() {
+		t.Fatal("Module of the empty id is not the root")
 	}
 }
 
 func TestMetrics(t *testing.T) {
-	tree := health.NewTree()
-	tree.Scope("m").NewScope("a").OK("")
-	tree.Scope("m").NewScope("b").Degraded("", nil)
-	tree.Scope("m").NewScope("c").Degraded("", nil)
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(tree)
-	want := `
-# HELP hive_health_scopes Number of health scopes at each level. Scopes that only group others (never reported, with children) are not counted.
-# TYPE hive_health_scopes gauge
-hive_health_scopes{level="Degraded"} 2
-hive_health_scopes{level="OK"} 1
-hive_health_scopes{level="Stopped"} 0
-hive_health_scopes{level="Unknown"} 0
-`
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "hive_health_scopes"); err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name  string
+		build func(t *health.Tree)
+		want  string // the exposition of steadystate_health_scopes, without HELP and TYPE
+	}{
+		{
+			name:  "empty tree: no series",
+			build: func(*health.Tree) {},
+		},
+		{
+			name: "jobs count in their module; grouping scopes do not",
+			build: func(t *health.Tree) {
+				m := module(t, "agent")
+				m.NewScope("a").OK("")
+				m.NewScope("b").Degraded("", nil)
+				m.NewScope("c").Degraded("", nil)
+				module(t, "agent.routes").NewScope("sync") // Unknown until it reports
+			},
+			want: `
+steadystate_health_scopes{level="Degraded",module="agent"} 2
+steadystate_health_scopes{level="Degraded",module="agent.routes"} 0
+steadystate_health_scopes{level="OK",module="agent"} 1
+steadystate_health_scopes{level="OK",module="agent.routes"} 0
+steadystate_health_scopes{level="Stopped",module="agent"} 0
+steadystate_health_scopes{level="Stopped",module="agent.routes"} 0
+steadystate_health_scopes{level="Unknown",module="agent"} 0
+steadystate_health_scopes{level="Unknown",module="agent.routes"} 1
+`,
+		},
+		{
+			name: "a module's own report counts; scopes outside modules are module \"\"",
+			build: func(t *health.Tree) {
+				module(t, "m").Stopped("done")
+				t.Root().NewScope("root-job").OK("")
+			},
+			want: `
+steadystate_health_scopes{level="Degraded",module=""} 0
+steadystate_health_scopes{level="Degraded",module="m"} 0
+steadystate_health_scopes{level="OK",module=""} 1
+steadystate_health_scopes{level="OK",module="m"} 0
+steadystate_health_scopes{level="Stopped",module=""} 0
+steadystate_health_scopes{level="Stopped",module="m"} 1
+steadystate_health_scopes{level="Unknown",module=""} 0
+steadystate_health_scopes{level="Unknown",module="m"} 0
+`,
+		},
+	}
+	const header = `
+# HELP steadystate_health_scopes Health scopes of a module at each level: the module's own scope once it reported, and the scopes of its jobs and components (not those of its sub-modules). Scopes that only group others (never reported, with children) are not counted. Label module is the full module id ("" for scopes outside every module).
+# TYPE steadystate_health_scopes gauge`
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tree := health.NewTree()
+			tt.build(tree)
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(tree)
+			want := ""
+			if tt.want != "" {
+				want = header + tt.want
+			}
+			if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "steadystate_health_scopes"); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

@@ -14,8 +14,8 @@ import (
 func ExampleOneShot() {
 	done := make(chan struct{})
 	h := hive.New(cell.Module("loader", "Loads data",
-		cell.Invoke(func(g job.Group) {
-			g.Add(job.OneShot("load", func(ctx context.Context, health cell.Health) error {
+		cell.Invoke(func(g job.Group) error {
+			return g.Add(job.OneShot("load", func(ctx context.Context, health cell.Health) error {
 				fmt.Println("loading")
 				health.OK("loaded 3 items")
 				close(done)
@@ -29,7 +29,7 @@ func ExampleOneShot() {
 		return
 	}
 	<-done
-	for _, module := range h.Health().All() {
+	for _, module := range h.Health().Snapshot().Children {
 		for _, j := range module.Children {
 			fmt.Println(j.ID, j.Level, j.Message)
 		}

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/steadystate/steadystate/hive/cell"
+	"github.com/steadystate/steadystate/internal/names"
 )
 
 type groupState int
@@ -18,37 +19,80 @@ const (
 	groupStopped
 )
 
-// group is the default Group.
+// group is the Group of NewGroup.
 type group struct {
-	health     cell.Health
-	lc         cell.Lifecycle
-	log        *slog.Logger
-	shutdowner cell.Shutdowner
+	cfg GroupConfig
 
-	mu    sync.Mutex
-	state groupState
-	late  *runner // jobs added while running
+	mu      sync.Mutex
+	state   groupState
+	late    *runner // jobs added while running
+	refused error   // the first Add refused before the start
+}
+
+// NewGroup returns a Group whose jobs start and stop through
+// cfg.Lifecycle and report under cfg.Health. It appends the group's own
+// hook to the lifecycle at once, so call it while the hive (or whatever
+// runs the lifecycle) is being constructed. A nil Lifecycle or Health is a
+// bug in the caller, and NewGroup panics saying so.
+func NewGroup(cfg GroupConfig) Group {
+	if cfg.Lifecycle == nil || cfg.Health == nil {
+		panic("job.NewGroup: GroupConfig.Lifecycle and GroupConfig.Health are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	g := &group{cfg: cfg}
+	cfg.Lifecycle.Append(&groupHook{g})
+	return g
 }
 
 // Add implements Group.
-func (g *group) Add(jobs ...Job) {
+func (g *group) Add(jobs ...Job) error {
+	if err := g.check(jobs); err != nil {
+		g.cfg.Logger.Error("Jobs refused", "error", err)
+		g.mu.Lock()
+		if g.state == groupCreated && g.refused == nil {
+			g.refused = err
+		}
+		g.mu.Unlock()
+		return err
+	}
 	if len(jobs) == 0 {
-		return
+		return nil
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch g.state {
 	case groupCreated:
-		g.lc.Append(&jobsHook{g: g, jobs: jobs})
+		g.cfg.Lifecycle.Append(&jobsHook{g: g, jobs: jobs})
 	case groupRunning:
 		g.late.start(g, jobs)
 	case groupStopped:
-		g.log.Warn("Job added after its group stopped; dropped", "jobs", jobNames(jobs))
+		g.cfg.Logger.Warn("Job added after its group stopped; dropped", "jobs", jobNames(jobs))
 	}
+	return nil
+}
+
+// check applies the name rule to every job.
+func (g *group) check(jobs []Job) error {
+	where := ""
+	if len(g.cfg.Module) > 0 {
+		where = "module " + g.cfg.Module.String() + ": "
+	}
+	for i, j := range jobs {
+		if j == nil {
+			return fmt.Errorf("%w: %sjob %d of %d is nil", ErrInvalidJob, where, i+1, len(jobs))
+		}
+		if !names.Valid(j.Name()) {
+			return fmt.Errorf("%w: %sjob name %q must match %s (lower-case letters, digits, '-' and '_', starting with a letter)",
+				ErrInvalidJob, where, j.Name(), names.Pattern)
+		}
+	}
+	return nil
 }
 
 func (g *group) env(h cell.Health) env {
-	return env{health: h, log: g.log, shutdowner: g.shutdowner}
+	return env{health: h, log: g.cfg.Logger, shutdowner: g.cfg.Shutdowner}
 }
 
 // groupHook marks the group running and, at stop, stops late jobs.
@@ -57,10 +101,14 @@ type groupHook struct{ g *group }
 // HookName implements cell.HookNamer.
 func (h *groupHook) HookName() string { return "job group" }
 
-// Start marks the group running, so later Adds start jobs at once.
+// Start marks the group running, so later Adds start jobs at once. It
+// fails if an Add was refused before.
 func (h *groupHook) Start(context.Context) error {
 	h.g.mu.Lock()
 	defer h.g.mu.Unlock()
+	if h.g.refused != nil {
+		return h.g.refused
+	}
 	h.g.state = groupRunning
 	h.g.late = newRunner()
 	return nil
@@ -109,9 +157,10 @@ type runner struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu     sync.Mutex
-	scopes []cell.Health
-	names  []string
+	mu      sync.Mutex
+	scopes  []cell.Health
+	names   []string
+	running []bool // per job, until its goroutine returns
 }
 
 func newRunner() *runner {
@@ -123,15 +172,25 @@ func (r *runner) start(g *group, jobs []Job) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, j := range jobs {
-		h := g.health.NewScope(j.Name())
+		h := g.cfg.Health.NewScope(j.Name())
+		i := len(r.names)
 		r.scopes = append(r.scopes, h)
 		r.names = append(r.names, j.Name())
-		r.wg.Go(func() { j.run(r.ctx, g.env(h)) })
+		r.running = append(r.running, true)
+		r.wg.Go(func() {
+			defer func() {
+				r.mu.Lock()
+				r.running[i] = false
+				r.mu.Unlock()
+			}()
+			j.run(r.ctx, g.env(h))
+		})
 	}
 }
 
-// stop cancels the jobs, waits for them until ctx is done and closes their
-// health scopes.
+// stop cancels the jobs and waits for them until ctx is done. Either way
+// it closes their health scopes; jobs still running then are abandoned and
+// named in the error.
 func (r *runner) stop(ctx context.Context) error {
 	r.cancel()
 	done := make(chan struct{})
@@ -144,8 +203,16 @@ func (r *runner) stop(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		r.mu.Lock()
-		err = fmt.Errorf("%w: %s: %w", ErrJobsNotStopped, strings.Join(r.names, ", "), ctx.Err())
+		var stuck []string
+		for i, name := range r.names {
+			if r.running[i] {
+				stuck = append(stuck, name)
+			}
+		}
 		r.mu.Unlock()
+		if len(stuck) > 0 {
+			err = fmt.Errorf("%w: %s: %w", ErrJobsNotStopped, strings.Join(stuck, ", "), ctx.Err())
+		}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

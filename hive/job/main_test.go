@@ -1,9 +1,9 @@
 package job_test
 
 import (
-	"context"
 	"log/slog"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -11,6 +11,7 @@ import (
 	"github.com/steadystate/steadystate/hive"
 	"github.com/steadystate/steadystate/hive/cell"
 	"github.com/steadystate/steadystate/hive/health"
+	"github.com/steadystate/steadystate/hive/hivetest"
 	"github.com/steadystate/steadystate/hive/job"
 )
 
@@ -18,25 +19,29 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("os/signal.signal_recv"))
 }
 
-var quiet = hive.Options{Logger: slog.New(slog.DiscardHandler)}
+// quiet discards the logs of hives that do not run through hivetest.
+var quiet = slog.New(slog.DiscardHandler)
 
 // startJobs starts a hive with one module "m" whose group runs jobs, and
 // stops it when the test ends.
 func startJobs(t *testing.T, jobs ...job.Job) *hive.Hive {
 	t.Helper()
-	h := hive.NewWithOptions(quiet, cell.Module("m", "M", cell.Invoke(func(g job.Group) { g.Add(jobs...) })))
-	if err := h.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := h.Stop(context.Background()); err != nil {
-			t.Error(err)
-		}
-	})
-	return h
+	return hivetest.Start(t, cell.Module("m", "M", cell.Invoke(func(g job.Group) error { return g.Add(jobs...) })))
 }
 
-// find returns the status with the id, if present.
+// settle lets d pass on the bubble's clock and then waits until every
+// goroutine of the bubble is blocked, so whatever was due has happened
+// and nothing else is under way.
+func settle(d time.Duration) {
+	time.Sleep(d)
+	synctest.Wait()
+}
+
+// scope returns the status of the scope id in h's health tree.
+func scope(h *hive.Hive, id string) (health.Status, bool) {
+	return find(h.Health().Snapshot(), id)
+}
+
 func find(s health.Status, id string) (health.Status, bool) {
 	if s.ID == id {
 		return s, true
@@ -49,26 +54,12 @@ func find(s health.Status, id string) (health.Status, bool) {
 	return health.Status{}, false
 }
 
-// waitFor polls cond until it holds or the test times out.
-func waitFor(t *testing.T, what string, cond func() bool) {
+// wantLevel fails the test unless scope id has level and message now.
+func wantLevel(t *testing.T, h *hive.Hive, id string, level health.Level, msg string) health.Status {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
+	st, ok := scope(h, id)
+	if !ok || st.Level != level || st.Message != msg {
+		t.Fatalf("scope %s = %+v (present %v), want %s %q", id, st, ok, level, msg)
 	}
-}
-
-// waitLevel waits until the scope id has level and message.
-func waitLevel(t *testing.T, h *hive.Hive, id string, level cell.Level, msg string) health.Status {
-	t.Helper()
-	var st health.Status
-	waitFor(t, id+" to be "+string(level)+" "+msg, func() bool {
-		var ok bool
-		st, ok = find(h.Health().Snapshot(), id)
-		return ok && st.Level == level && st.Message == msg
-	})
 	return st
 }

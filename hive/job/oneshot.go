@@ -6,39 +6,38 @@ import (
 	"time"
 
 	"github.com/steadystate/steadystate/hive/cell"
+	"github.com/steadystate/steadystate/internal/backoff"
 )
 
-// Defaults for WithRetry's zero backoffs.
+// Defaults for WithRetry's zero backoffs, 100ms and 1m: the project's one
+// retry backoff, the same as the reconciler's (reconciler.DefaultRetryBackoffMin
+// and DefaultRetryBackoffMax).
 const (
-	DefaultRetryMinBackoff = 100 * time.Millisecond
-	DefaultRetryMaxBackoff = time.Minute
+	DefaultRetryBackoffMin = backoff.DefaultMin
+	DefaultRetryBackoffMax = backoff.DefaultMax
 )
 
 // oneShot runs a function once, retrying on failure.
 type oneShot struct {
-	name                   string
-	fn                     func(ctx context.Context, health cell.Health) error
-	retries                int
-	minBackoff, maxBackoff time.Duration
-	shutdown               bool
+	name     string
+	fn       func(ctx context.Context, health cell.Health) error
+	retries  int
+	backoff  backoff.Backoff
+	shutdown bool
 }
 
 // OneShotOption adjusts a OneShot job.
 type OneShotOption func(*oneShot)
 
 // WithRetry retries a failed run up to times more times (a negative times:
-// without limit), waiting minBackoff before the first retry and doubling the
-// wait up to maxBackoff. Zero backoffs mean DefaultRetryMinBackoff and
-// DefaultRetryMaxBackoff; a maxBackoff below minBackoff is raised to it.
+// without limit). The wait before retry n is minBackoff·2^(n-1), capped at
+// maxBackoff, plus up to a quarter of jitter within the cap. Zero backoffs
+// mean DefaultRetryBackoffMin and DefaultRetryBackoffMax; a maxBackoff
+// below minBackoff is raised to it.
 func WithRetry(times int, minBackoff, maxBackoff time.Duration) OneShotOption {
 	return func(o *oneShot) {
-		if minBackoff <= 0 {
-			minBackoff = DefaultRetryMinBackoff
-		}
-		if maxBackoff <= 0 {
-			maxBackoff = DefaultRetryMaxBackoff
-		}
-		o.retries, o.minBackoff, o.maxBackoff = times, minBackoff, max(minBackoff, maxBackoff)
+		o.retries = times
+		o.backoff = backoff.Backoff{Min: minBackoff, Max: maxBackoff}.WithDefaults()
 	}
 }
 
@@ -53,7 +52,8 @@ func WithShutdown() OneShotOption {
 // job's health scope, which reads OK "running" while fn runs, Stopped
 // "done" after it returned nil and Degraded after a failure. By default a
 // failure is final; see WithRetry and WithShutdown. fn must return when ctx
-// is cancelled.
+// is cancelled; a fn that does not is abandoned at the stop deadline (see
+// ErrJobsNotStopped).
 func OneShot(name string, fn func(ctx context.Context, health cell.Health) error, opts ...OneShotOption) Job {
 	o := &oneShot{name: name, fn: fn}
 	for _, opt := range opts {
@@ -66,8 +66,7 @@ func OneShot(name string, fn func(ctx context.Context, health cell.Health) error
 func (o *oneShot) Name() string { return o.name }
 
 func (o *oneShot) run(ctx context.Context, env env) {
-	backoff := o.minBackoff
-	for attempt := 0; ; attempt++ {
+	for attempt := 1; ; attempt++ {
 		env.health.OK("running")
 		err := safely(env.log, o.name, func() error { return o.fn(ctx, env.health) })
 		if err == nil {
@@ -77,23 +76,23 @@ func (o *oneShot) run(ctx context.Context, env env) {
 		if ctx.Err() != nil {
 			return // stopped with the hive; not a failure
 		}
-		if o.retries >= 0 && attempt >= o.retries {
+		if o.retries >= 0 && attempt > o.retries {
 			env.health.Degraded("failed", err)
-			env.log.Error("One-shot job failed", "job", o.name, "attempts", attempt+1, "error", err)
+			env.log.Error("One-shot job failed", "job", o.name, "attempts", attempt, "error", err)
 			if o.shutdown && env.shutdowner != nil {
 				env.shutdowner.Shutdown(cell.ShutdownWithError(fmt.Errorf("job %s: %w", o.name, err)))
 			}
 			return
 		}
-		env.health.Degraded(fmt.Sprintf("failed, retrying in %s", backoff), err)
-		env.log.Warn("One-shot job failed, retrying", "job", o.name, "attempt", attempt+1, "backoff", backoff, "error", err)
-		t := time.NewTimer(backoff)
+		wait := o.backoff.Duration(attempt)
+		env.health.Degraded(fmt.Sprintf("failed, retrying in %s", wait), err)
+		env.log.Warn("One-shot job failed, retrying", "job", o.name, "attempt", attempt, "backoff", wait, "error", err)
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
 		case <-t.C:
 		}
-		backoff = min(2*backoff, o.maxBackoff)
 	}
 }

@@ -7,12 +7,14 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/steadystate/steadystate/hive"
 	"github.com/steadystate/steadystate/hive/cell"
 	"github.com/steadystate/steadystate/hive/health"
 	"github.com/steadystate/steadystate/hive/job"
+	"github.com/steadystate/steadystate/internal/backoff"
 )
 
 func TestOneShotRetry(t *testing.T) {
@@ -22,57 +24,94 @@ func TestOneShotRetry(t *testing.T) {
 		failures  int // the function fails this many times, then succeeds
 		opts      []job.OneShotOption
 		wantCalls int32
-		wantLevel cell.Level
+		wantLevel health.Level
 		wantMsg   string
 	}{
-		{"success", 0, nil, 1, cell.LevelStopped, "done"},
-		{"no retry by default", 1, nil, 1, cell.LevelDegraded, "failed"},
-		{"retried until success", 2, []job.OneShotOption{job.WithRetry(3, time.Millisecond, 4*time.Millisecond)}, 3, cell.LevelStopped, "done"},
-		{"retries exhausted", 10, []job.OneShotOption{job.WithRetry(2, time.Millisecond, time.Millisecond)}, 3, cell.LevelDegraded, "failed"},
+		{"success", 0, nil, 1, health.LevelStopped, "done"},
+		{"no retry by default", 1, nil, 1, health.LevelDegraded, "failed"},
+		{"retried until success", 2, []job.OneShotOption{job.WithRetry(3, time.Millisecond, 4*time.Millisecond)}, 3, health.LevelStopped, "done"},
+		{"retries exhausted", 10, []job.OneShotOption{job.WithRetry(2, time.Millisecond, time.Millisecond)}, 3, health.LevelDegraded, "failed"},
+		{"retries without limit", 20, []job.OneShotOption{job.WithRetry(-1, time.Millisecond, time.Millisecond)}, 21, health.LevelStopped, "done"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var calls atomic.Int32
-			h := startJobs(t, job.OneShot("once", func(context.Context, cell.Health) error {
-				if calls.Add(1) <= int32(tt.failures) {
-					return fail
+			synctest.Test(t, func(t *testing.T) {
+				var calls atomic.Int32
+				h := startJobs(t, job.OneShot("once", func(context.Context, cell.Health) error {
+					if calls.Add(1) <= int32(tt.failures) {
+						return fail
+					}
+					return nil
+				}, tt.opts...))
+				// An hour on the bubble's clock is far beyond every backoff
+				// here; after it every goroutine is blocked, so the count is
+				// final: no further attempt is pending.
+				settle(time.Hour)
+				st := wantLevel(t, h, "m.once", tt.wantLevel, tt.wantMsg)
+				if tt.wantLevel == health.LevelDegraded && st.Error != "fail" {
+					t.Errorf("error = %q, want fail", st.Error)
 				}
-				return nil
-			}, tt.opts...))
-			st := waitLevel(t, h, "m.once", tt.wantLevel, tt.wantMsg)
-			if tt.wantLevel == cell.LevelDegraded && st.Error != "fail" {
-				t.Errorf("error = %q, want fail", st.Error)
-			}
-			time.Sleep(10 * time.Millisecond) // no further attempts may follow
-			if got := calls.Load(); got != tt.wantCalls {
-				t.Fatalf("calls = %d, want %d", got, tt.wantCalls)
-			}
+				if got := calls.Load(); got != tt.wantCalls {
+					t.Fatalf("calls = %d, want %d", got, tt.wantCalls)
+				}
+			})
 		})
 	}
 }
 
+// The waits between attempts follow the shared backoff: doubling from the
+// minimum, capped at the maximum, with at most a quarter of jitter within
+// the cap. Zero backoffs mean the documented defaults.
 func TestOneShotRetryBackoff(t *testing.T) {
-	var times []time.Time
-	h := startJobs(t, job.OneShot("backoff", func(context.Context, cell.Health) error {
-		times = append(times, time.Now())
-		return errors.New("fail")
-	}, job.WithRetry(3, 20*time.Millisecond, 40*time.Millisecond)))
-	waitLevel(t, h, "m.backoff", cell.LevelDegraded, "failed")
-	// Waits: 20ms, 40ms, 40ms (doubled, capped).
-	want := []time.Duration{20 * time.Millisecond, 40 * time.Millisecond, 40 * time.Millisecond}
-	if len(times) != 4 {
-		t.Fatalf("%d attempts, want 4", len(times))
+	tests := []struct {
+		name     string
+		min, max time.Duration
+		base     []time.Duration // the un-jittered waits
+		maxWait  time.Duration   // the cap
+	}{
+		{"doubled and capped", 20 * time.Millisecond, 40 * time.Millisecond,
+			[]time.Duration{20 * time.Millisecond, 40 * time.Millisecond, 40 * time.Millisecond}, 40 * time.Millisecond},
+		{"defaults", 0, 0,
+			[]time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond}, time.Minute},
 	}
-	for i, w := range want {
-		if d := times[i+1].Sub(times[i]); d < w {
-			t.Errorf("wait %d was %v, want at least %v", i, d, w)
-		}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var times []time.Time
+				h := startJobs(t, job.OneShot("backoff", func(context.Context, cell.Health) error {
+					times = append(times, time.Now())
+					return errors.New("fail")
+				}, job.WithRetry(len(tt.base), tt.min, tt.max)))
+				settle(time.Hour)
+				wantLevel(t, h, "m.backoff", health.LevelDegraded, "failed")
+				if len(times) != len(tt.base)+1 {
+					t.Fatalf("%d attempts, want %d", len(times), len(tt.base)+1)
+				}
+				for i, base := range tt.base {
+					hi := min(base+base/4, tt.maxWait)
+					if d := times[i+1].Sub(times[i]); d < base || d > hi {
+						t.Errorf("wait %d was %v, want %v..%v", i+1, d, base, hi)
+					}
+				}
+			})
+		})
+	}
+}
+
+func TestRetryDefaults(t *testing.T) {
+	if job.DefaultRetryBackoffMin != 100*time.Millisecond || job.DefaultRetryBackoffMax != time.Minute {
+		t.Fatalf("defaults %v..%v, want 100ms..1m (update the docs)", job.DefaultRetryBackoffMin, job.DefaultRetryBackoffMax)
+	}
+	// They are the shared backoff's, which the reconciler uses too.
+	if b := (backoff.Backoff{}).WithDefaults(); b.Min != job.DefaultRetryBackoffMin || b.Max != job.DefaultRetryBackoffMax {
+		t.Fatalf("shared backoff defaults %+v differ", b)
 	}
 }
 
 func TestOneShotShutdown(t *testing.T) {
-	h := hive.NewWithOptions(quiet, cell.Module("m", "M", cell.Invoke(func(g job.Group) {
-		g.Add(job.OneShot("critical", func(context.Context, cell.Health) error {
+	// Run waits for signals, so this hive runs outside a bubble.
+	h := hive.NewWithOptions(hive.Options{Logger: quiet}, cell.Module("m", "M", cell.Invoke(func(g job.Group) error {
+		return g.Add(job.OneShot("critical", func(context.Context, cell.Health) error {
 			return errors.New("disk gone")
 		}, job.WithRetry(1, time.Millisecond, time.Millisecond), job.WithShutdown()))
 	})))
@@ -90,7 +129,7 @@ func TestOneShotShutdown(t *testing.T) {
 	}
 }
 
-// hooks is a minimal cell.Lifecycle for using a Registry without a hive.
+// hooks is a minimal cell.Lifecycle for a Group without a hive.
 type hooks []cell.HookInterface
 
 func (h *hooks) Append(hook cell.HookInterface) { *h = append(*h, hook) }
@@ -104,22 +143,24 @@ func TestOneShotStoppedWithGroup(t *testing.T) {
 	var lc hooks
 	var sd shutdowns
 	tree := health.NewTree()
-	g := job.NewRegistry(nil, &sd).NewGroup(tree.Root(), &lc)
+	g := job.NewGroup(job.GroupConfig{Lifecycle: &lc, Health: tree.Root(), Shutdowner: &sd})
 	started := make(chan struct{})
 	var sawCancel atomic.Bool
-	g.Add(job.OneShot("blocker", func(ctx context.Context, _ cell.Health) error {
+	if err := g.Add(job.OneShot("blocker", func(ctx context.Context, _ cell.Health) error {
 		close(started)
 		<-ctx.Done()
 		sawCancel.Store(true)
 		return ctx.Err()
-	}, job.WithShutdown()))
+	}, job.WithShutdown())); err != nil {
+		t.Fatal(err)
+	}
 	for _, h := range lc {
 		if err := h.Start(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 	}
 	<-started
-	if st, ok := find(tree.Snapshot(), "blocker"); !ok || st.Level != cell.LevelOK {
+	if st, ok := find(tree.Snapshot(), "blocker"); !ok || st.Level != health.LevelOK {
 		t.Fatalf("job scope %+v while running", st)
 	}
 	for _, h := range slices.Backward(lc) {

@@ -1,14 +1,10 @@
 package job
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
 )
-
-// ErrPanic is wrapped by the error of a job function that panicked.
-var ErrPanic = errors.New("job panicked")
 
 // safely calls fn and turns a panic into an error wrapping ErrPanic (with
 // the stack in the log), so that a bug in one job degrades that job's

@@ -9,7 +9,8 @@ import (
 
 // Job is one unit of background work: OneShot, Timer or Observer.
 type Job interface {
-	// Name identifies the job in health, logs and errors.
+	// Name identifies the job in health, logs and errors. It follows the
+	// name rule of module ids ([a-z][a-z0-9_-]{0,63}); Group.Add checks it.
 	Name() string
 
 	// run does the work until it is done or ctx is cancelled.
@@ -24,30 +25,34 @@ type env struct {
 }
 
 // Group runs jobs with the lifecycle of a module. The hive provides one per
-// module.
+// module; NewGroup makes one without a hive.
 type Group interface {
 	// Add schedules jobs: before the hive starts they start with it (after
-	// what was constructed before this call); while it runs they start now.
-	Add(jobs ...Job)
+	// what was constructed before this call); while it runs they start now;
+	// after the group stopped they are dropped (and logged). A nil job or a
+	// name that breaks the name rule is an error wrapping ErrInvalidJob
+	// that names the module and the job; then none of the jobs is added,
+	// and if the hive has not started yet its Start fails with the same
+	// error, so an Add whose error is ignored still stops the program from
+	// running without its job.
+	Add(jobs ...Job) error
 }
 
-// Registry makes groups.
-type Registry interface {
-	// NewGroup returns a group whose jobs report under health and start and
-	// stop through lc. Call it while the hive is being constructed.
-	NewGroup(health cell.Health, lc cell.Lifecycle, opts ...GroupOption) Group
-}
-
-// GroupOption adjusts a group.
-type GroupOption func(*groupOptions)
-
-type groupOptions struct {
-	log *slog.Logger
-}
-
-// WithLogger sets the logger of the group's jobs (default: the registry's).
-func WithLogger(log *slog.Logger) GroupOption {
-	return func(o *groupOptions) { o.log = log }
+// GroupConfig is what a Group needs. The hive fills it in for each module.
+type GroupConfig struct {
+	// Module is the full id of the module the group belongs to, for errors
+	// (empty outside every module).
+	Module cell.FullModuleID
+	// Lifecycle starts and stops the jobs. Required.
+	Lifecycle cell.Lifecycle
+	// Health is the scope the jobs report under: each job gets a child
+	// scope named after it. Required.
+	Health cell.Health
+	// Logger receives the jobs' failures. Default: discard.
+	Logger *slog.Logger
+	// Shutdowner stops the hive for jobs made WithShutdown. Default: none,
+	// and such jobs only report their failure.
+	Shutdowner cell.Shutdowner
 }
 
 // Observable is a source of values of type T.

@@ -159,7 +159,7 @@ func BenchmarkIterate(b *testing.B) {
 		})
 		b.Run("radix-all/"+kk.name, func(b *testing.B) {
 			for b.Loop() {
-				for range tree.Root().All() {
+				for range tree.Root().All {
 				}
 			}
 			reportObjects(b, size)

@@ -22,7 +22,7 @@ func TestConcurrentReaders(t *testing.T) {
 			for !done.Load() {
 				tree := current.Load()
 				n := 0
-				for k, v := range tree.Root().All() {
+				for k, v := range tree.Root().All {
 					if got := int(binary.BigEndian.Uint64(k[1:])); got != v {
 						t.Errorf("key %d holds %d", got, v)
 						return

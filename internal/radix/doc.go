@@ -35,7 +35,7 @@
 // # Watch channels
 //
 // Every node has a watch channel, created lazily on the first GetWatch or
-// SeekPrefixWatch/PrefixWatch that lands on it (so writes allocate none). When a Txn with
+// PrefixWatch that lands on it (so writes allocate none). When a Txn with
 // TrackMutate(true) replaces or removes a node of an earlier generation, it
 // remembers the node; Notify then closes its channel, or, if none was ever
 // created, installs an already closed one so that a later watcher on an old
@@ -44,9 +44,11 @@
 //   - GetWatch of a present key returns the channel of the node holding the
 //     value. It closes when that value is replaced or deleted, and also
 //     (spuriously) when a key it is a proper prefix of changes.
-//   - GetWatch of a missing key and SeekPrefixWatch return the channel of the
+//   - GetWatch of a missing key and PrefixWatch return the channel of the
 //     deepest node on the search path; every insert, update or delete that
 //     could change the answer replaces that node.
+//   - A nil *Node reads as an empty tree whose channels are closed already:
+//     there is nothing to wait for.
 //   - As in iradix, a Txn with TrackMutate(false) (the default) closes
 //     nothing; channels taken from trees written that way are only closed if
 //     a later tracked Txn replaces their node. Changes made inside an

@@ -16,7 +16,7 @@ func Example() {
 	txn.Insert([]byte("sysctl/ip_forward"), 3)
 	tree = txn.Commit()
 
-	for k, v := range tree.Root().Prefix([]byte("route/")) {
+	for k, v := range tree.Root().Prefix([]byte("route/")).All {
 		fmt.Printf("%s=%d\n", k, v)
 	}
 

@@ -103,7 +103,7 @@ func checkTreeProbes(t testing.TB, root *Node[int], size int, model map[string]i
 	if got := collectIter(root.Iterator()); !slices.Equal(got, all) {
 		t.Fatalf("Iterator: got %v, want %v", got, all)
 	}
-	if got := collectSeq(root.All()); !slices.Equal(got, all) {
+	if got := collectSeq(root.All); !slices.Equal(got, all) {
 		t.Fatalf("All: got %v, want %v", got, all)
 	}
 	minK, minV, minOK := root.Minimum()
@@ -128,21 +128,22 @@ func checkTreeProbes(t testing.TB, root *Node[int], size int, model map[string]i
 		}
 		prefix := k[:r.IntN(len(k)+1)]
 		want := expect(all, func(s string) bool { return bytes.HasPrefix([]byte(s), prefix) })
-		it := root.Iterator()
-		it.SeekPrefix(prefix)
-		if got := collectIter(it); !slices.Equal(got, want) {
-			t.Fatalf("SeekPrefix(%x): got %v, want %v", prefix, got, want)
-		}
-		if got := collectSeq(root.Prefix(prefix)); !slices.Equal(got, want) {
+		if got := collectSeq(root.Prefix(prefix).All); !slices.Equal(got, want) {
 			t.Fatalf("Prefix(%x): got %v, want %v", prefix, got, want)
 		}
+		if k0, v0, ok := root.Prefix(prefix).Minimum(); ok != (len(want) > 0) || ok && (string(k0) != want[0].k || v0 != want[0].v) {
+			t.Fatalf("Prefix(%x).Minimum() = %x, %d, %v; want the first of %v", prefix, k0, v0, ok, want)
+		}
+		if sub, _ := root.PrefixWatch(prefix); sub != root.Prefix(prefix) {
+			t.Fatalf("PrefixWatch(%x) and Prefix disagree on the subtree", prefix)
+		}
 		want = expect(all, func(s string) bool { return s >= string(k) })
-		it = root.Iterator()
+		it := root.Iterator()
 		it.SeekLowerBound(k)
 		if got := collectIter(it); !slices.Equal(got, want) {
 			t.Fatalf("SeekLowerBound(%x): got %v, want %v", k, got, want)
 		}
-		if got := collectSeq(root.LowerBound(k)); !slices.Equal(got, want) {
+		if got := collectSeq(func(yield func([]byte, int) bool) { root.LowerBound(k, yield) }); !slices.Equal(got, want) {
 			t.Fatalf("LowerBound(%x): got %v, want %v", k, got, want)
 		}
 	}

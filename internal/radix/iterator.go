@@ -2,10 +2,13 @@ package radix
 
 import "bytes"
 
-// Iterator walks the keys of a subtree in ascending byte order. Get one from
-// Node.Iterator, optionally position it with a Seek method, then call Next.
+// Iterator walks the keys of a subtree in ascending byte order, one Next at
+// a time: for a caller that pulls from several trees at once (statedb's
+// change feed merges two). Get one from Node.Iterator, optionally position
+// it with SeekLowerBound, then call Next. To walk one tree, the walks (All,
+// Prefix(p).All, LowerBound) are faster.
 type Iterator[T any] struct {
-	node  *Node[T] // what Seek methods search from
+	node  *Node[T] // what SeekLowerBound searches from
 	stack []frame[T]
 	buf   [8]frame[T] // initial stack storage: no allocation for shallow trees
 }
@@ -22,48 +25,6 @@ func (n *Node[T]) Iterator() *Iterator[T] {
 	it := &Iterator[T]{node: n}
 	it.stack = append(it.buf[:0], frame[T]{n, -1})
 	return it
-}
-
-// SeekPrefixWatch limits the iterator to keys starting with prefix and
-// returns a channel that closes once a committed, tracked Txn inserts,
-// replaces or deletes such a key (spuriously also on other changes within
-// the same node).
-func (i *Iterator[T]) SeekPrefixWatch(prefix []byte) (watch <-chan struct{}) {
-	i.stack = i.buf[:0]
-	n := i.node
-	if n == nil {
-		return closedChan()
-	}
-	d := 0
-	for {
-		p := n.path()
-		if len(p) >= len(prefix) {
-			// The prefix ends inside (or at the end of) n's segment.
-			if string(p[d:len(prefix)]) == string(prefix[d:]) {
-				i.node = n
-				i.stack = append(i.stack, frame[T]{n, -1})
-			} else {
-				i.node = nil
-			}
-			return n.watchChan()
-		}
-		if string(p[d:]) != string(prefix[d:len(p)]) {
-			i.node = nil
-			return n.watchChan()
-		}
-		d = len(p)
-		c := n.child(prefix[d])
-		if c == nil {
-			i.node = nil
-			return n.watchChan()
-		}
-		n = c
-	}
-}
-
-// SeekPrefix limits the iterator to keys starting with prefix.
-func (i *Iterator[T]) SeekPrefix(prefix []byte) {
-	i.SeekPrefixWatch(prefix)
 }
 
 // SeekLowerBound positions the iterator at the smallest key >= key; Next

@@ -51,8 +51,13 @@ func (n *Node[T]) Get(k []byte) (T, bool) {
 // GetWatch returns the value stored under k, whether there is one, and a
 // channel that closes once a committed, tracked Txn changes the answer: the
 // channel of the node holding the value if found, else of the deepest node
-// on the search path. See the package doc for spurious closes.
+// on the search path. See the package doc for spurious closes. On a nil
+// *Node it finds nothing and the channel is closed already.
 func (n *Node[T]) GetWatch(k []byte) (<-chan struct{}, T, bool) {
+	var zero T
+	if n == nil {
+		return closedChan(), zero, false
+	}
 	d := 0
 	for {
 		p := n.path()
@@ -72,7 +77,6 @@ func (n *Node[T]) GetWatch(k []byte) (<-chan struct{}, T, bool) {
 		}
 		n = c
 	}
-	var zero T
 	return n.watchChan(), zero, false
 }
 

@@ -1,70 +1,78 @@
 package radix
 
-import (
-	"bytes"
-	"iter"
-)
+import "bytes"
 
-// The range functions below walk the tree recursively, which is faster than
-// an Iterator and allocates only the closure.
+// The walks below are recursive, which is faster than an Iterator, and
+// take the caller's yield function directly, so that a caller that wraps
+// them in a range function of its own (as statedb does) allocates nothing
+// more. All has the signature of an iter.Seq2: range over the method value,
+// as in `for k, v := range root.Prefix(p).All`.
+//
+// A nil *Node is an empty tree that is never written: its walks yield
+// nothing and its watch channels are closed already (there is nothing to
+// wait for). statedb reads a table that did not exist yet in a snapshot
+// this way.
 
-// All returns the keys and values of the subtree of n in ascending key
-// order.
-func (n *Node[T]) All() iter.Seq2[[]byte, T] {
-	return func(yield func([]byte, T) bool) { n.walk(yield) }
+// All calls yield with every key of the subtree of n and its value, in
+// ascending key order, until yield returns false.
+func (n *Node[T]) All(yield func([]byte, T) bool) {
+	if n != nil {
+		n.walk(yield)
+	}
 }
 
-// Prefix returns the keys starting with prefix, and their values, in
-// ascending key order.
-func (n *Node[T]) Prefix(prefix []byte) iter.Seq2[[]byte, T] {
-	seq, _ := n.prefix(prefix, false)
-	return seq
+// Prefix returns the subtree of n that holds exactly the keys starting with
+// prefix, or nil when there are none. Its All walks them; its Minimum is the
+// first of them.
+func (n *Node[T]) Prefix(prefix []byte) *Node[T] {
+	found, _ := n.seekPrefix(prefix)
+	return found
 }
 
-// PrefixWatch is Prefix plus the channel that SeekPrefixWatch would return.
-func (n *Node[T]) PrefixWatch(prefix []byte) (iter.Seq2[[]byte, T], <-chan struct{}) {
-	return n.prefix(prefix, true)
+// PrefixWatch is Prefix plus a channel that closes once a committed,
+// tracked Txn inserts, replaces or deletes a key starting with prefix
+// (spuriously also on other changes within the same node): the channel of
+// the deepest node on the search path.
+func (n *Node[T]) PrefixWatch(prefix []byte) (*Node[T], <-chan struct{}) {
+	found, last := n.seekPrefix(prefix)
+	return found, last.Watch()
 }
 
-// LowerBound returns the keys >= key, and their values, in ascending key
-// order.
-func (n *Node[T]) LowerBound(key []byte) iter.Seq2[[]byte, T] {
-	return func(yield func([]byte, T) bool) { n.lowerBoundWalk(key, 0, yield) }
+// LowerBound calls yield with every key >= key of the subtree of n and its
+// value, in ascending key order, until yield returns false.
+func (n *Node[T]) LowerBound(key []byte, yield func([]byte, T) bool) {
+	if n != nil {
+		n.lowerBoundWalk(key, 0, yield)
+	}
 }
 
-func emptySeq[T any](func([]byte, T) bool) {}
-
-// prefix finds the node holding the keys starting with prefix, like
-// SeekPrefixWatch, and returns a walk of it.
-func (n *Node[T]) prefix(prefix []byte, watch bool) (iter.Seq2[[]byte, T], <-chan struct{}) {
+// seekPrefix returns the node whose subtree holds exactly the keys starting
+// with prefix (nil if none) and the deepest node on the search path, whose
+// watch channel closes on any change under prefix.
+func (n *Node[T]) seekPrefix(prefix []byte) (found, last *Node[T]) {
+	if n == nil {
+		return nil, nil
+	}
 	d := 0
-	var found *Node[T]
 	for {
 		p := n.path()
 		if len(p) >= len(prefix) {
+			// The prefix ends inside (or at the end of) n's segment.
 			if string(p[d:len(prefix)]) == string(prefix[d:]) {
-				found = n
+				return n, n
 			}
-			break
+			return nil, n
 		}
 		if string(p[d:]) != string(prefix[d:len(p)]) {
-			break
+			return nil, n
 		}
 		d = len(p)
 		c := n.child(prefix[d])
 		if c == nil {
-			break
+			return nil, n
 		}
 		n = c
 	}
-	var ch <-chan struct{}
-	if watch {
-		ch = n.watchChan()
-	}
-	if found == nil {
-		return emptySeq[T], ch
-	}
-	return found.All(), ch
 }
 
 // walk yields every key of the subtree in order; false means yield asked

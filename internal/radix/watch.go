@@ -53,5 +53,10 @@ func closedChan() <-chan struct{} { return pointerToChan(closedWatch) }
 
 // Watch returns a channel that closes when n is replaced or removed by a
 // tracked Txn (see TrackMutate). On a tree's root that is any change to the
-// tree.
-func (n *Node[T]) Watch() <-chan struct{} { return n.watchChan() }
+// tree. On a nil *Node it is closed already.
+func (n *Node[T]) Watch() <-chan struct{} {
+	if n == nil {
+		return closedChan()
+	}
+	return n.watchChan()
+}

@@ -1,0 +1,9 @@
+// Package archtest holds the tests of the project's architecture, which run
+// with every other test (make test): the cores (index, internal/...,
+// statedb, reconciler) import neither the hive framework nor its
+// dependencies (dig, cobra, pflag) nor Prometheus. Their hive cells and
+// Prometheus implementations live in the glue packages statedb/statedbcell
+// and reconciler/reconcilercell, so a program can use statedb and a
+// reconciler without the framework, and `go list -deps` tells the same
+// story as the folders. The package has no code of its own.
+package archtest

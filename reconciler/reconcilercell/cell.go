@@ -1,0 +1,132 @@
+package reconcilercell
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/steadystate/steadystate/hive/cell"
+	"github.com/steadystate/steadystate/hive/job"
+	"github.com/steadystate/steadystate/reconciler"
+	"github.com/steadystate/steadystate/statedb"
+)
+
+// MetricsCell provides the *PrometheusMetrics that every reconciler of the
+// hive reports to (Register picks it up), registered with the hive's
+// registry. Include it once per hive.
+var MetricsCell = cell.Module("reconciler-metrics", "Reconciler metrics",
+	cell.Provide(NewPrometheusMetrics),
+)
+
+// Params are what Register takes from the module it is invoked in.
+type Params struct {
+	cell.In
+
+	DB         *statedb.DB
+	Jobs       job.Group
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	Metrics    *PrometheusMetrics `optional:"true"`
+}
+
+// Register creates a reconciler for cfg with reconciler.New and runs it as
+// the job "reconcile-<Name>" of the module of p, which starts and stops it
+// with the hive. Use it from an Invoke (see the package doc).
+//
+// Fields of cfg that are set are kept. Of the unset ones it fills in:
+//
+//   - Logger: the module's logger (p.Logger).
+//   - Metrics: MetricsCell's PrometheusMetrics (p.Metrics), when the hive
+//     includes MetricsCell; else the reconciler's default, NopMetrics.
+//   - Health: the health scope "reconciler" under the job's scope, which is
+//     itself under the module's, so the health tree reads module → job →
+//     reconciler. The job's scope reads OK while the reconciler runs and
+//     Stopped after; the reconciler's own scope reads what Config.Health
+//     describes.
+//
+// It also registers the table's objects by status
+// (steadystate_reconciler_objects, see NewStatusCollector) with the hive's
+// registry (p.Registerer). Errors: those of reconciler.New (wrapping
+// reconciler.ErrInvalidConfig), and the registry's (a
+// prometheus.AlreadyRegisteredError) when a reconciler of the same name and
+// table is registered already.
+func Register[Obj any](p Params, cfg reconciler.Config[Obj]) (reconciler.Reconciler[Obj], error) {
+	if cfg.Logger == nil {
+		cfg.Logger = p.Logger
+	}
+	if cfg.Metrics == nil && p.Metrics != nil {
+		cfg.Metrics = p.Metrics
+	}
+	var health *jobScope
+	if cfg.Health == nil {
+		health = &jobScope{}
+		cfg.Health = health
+	}
+	r, err := reconciler.New(p.DB, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Registerer.Register(NewStatusCollector[Obj](cfg.Name, p.DB, cfg.Table, cfg.GetObjectStatus)); err != nil {
+		return nil, fmt.Errorf("reconciler %q of table %q: registering steadystate_reconciler_objects: %w", cfg.Name, cfg.Table.Name(), err)
+	}
+	err = p.Jobs.Add(job.OneShot("reconcile-"+cfg.Name, func(ctx context.Context, jobHealth cell.Health) error {
+		if health != nil {
+			health.open(jobHealth)
+		}
+		return r.Run(ctx)
+	}))
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// jobScope is the reconciler.Health that Register gives a reconciler: the
+// scope "reconciler" under the health scope of its job. The job group
+// creates the job's scope when the job starts, after the reconciler was
+// created, so the job opens this scope before it calls Run; the reconciler
+// reports only from Run. (The job's scope, and with it this one, is closed
+// by the job group when the job ends.)
+type jobScope struct {
+	mu    sync.Mutex
+	scope cell.Health // nil until the job opened it
+}
+
+var _ reconciler.Health = (*jobScope)(nil)
+
+// open opens the scope under the job's scope.
+func (s *jobScope) open(job cell.Health) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.scope = job.NewScope("reconciler")
+}
+
+func (s *jobScope) get() cell.Health {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.scope
+}
+
+// OK implements reconciler.Health.
+func (s *jobScope) OK(status string) {
+	if h := s.get(); h != nil {
+		h.OK(status)
+	}
+}
+
+// Degraded implements reconciler.Health.
+func (s *jobScope) Degraded(reason string, err error) {
+	if h := s.get(); h != nil {
+		h.Degraded(reason, err)
+	}
+}
+
+// Stopped implements reconciler.Health.
+func (s *jobScope) Stopped(reason string) {
+	if h := s.get(); h != nil {
+		h.Stopped(reason)
+	}
+}

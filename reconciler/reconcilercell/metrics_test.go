@@ -1,0 +1,105 @@
+package reconcilercell
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/steadystate/steadystate/reconciler"
+)
+
+// A reconciler's metrics have exactly the names and labels of the package
+// doc: operations by result and their durations, queued retries, prune and
+// full reconciliation durations, and objects by status; no errors gauge.
+func TestPrometheusMetrics(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m, err := NewPrometheusMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewPrometheusMetrics(reg); err == nil {
+		t.Fatal("registering the metrics twice on one registry did not fail")
+	}
+	db, tbl := newTable(t, "routes")
+	cfg := config("rec", tbl, newTarget("bad"))
+	cfg.Metrics = m
+	reg.MustRegister(NewStatusCollector("rec", db, tbl.ToTable(), getStatus))
+	r, err := reconciler.New(db, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- r.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	if err := reconciled(t, r, insert(db, tbl, "a", "b", "bad")); !errors.Is(err, reconciler.ErrNotAllReconciled) {
+		t.Fatalf("bad did not fail: %v", err)
+	}
+	reconciled(t, r, remove(db, tbl, "a"))
+	r.Prune()
+	const full = `steadystate_reconciler_full_reconciliation_duration_seconds{reconciler="rec",result="ok",table="routes"}`
+	eventually(t, "a full reconciliation", func() bool { return gather(t, reg)[full] == 1 })
+
+	// b is refreshed (it is Done), bad is not (it waits for its retry,
+	// an hour away), a is gone.
+	want := map[string]float64{
+		`steadystate_reconciler_operations_total{operation="update",reconciler="rec",result="ok",table="routes"}`:    2,
+		`steadystate_reconciler_operations_total{operation="update",reconciler="rec",result="error",table="routes"}`: 1,
+		`steadystate_reconciler_operations_total{operation="delete",reconciler="rec",result="ok",table="routes"}`:    1,
+		`steadystate_reconciler_operations_total{operation="refresh",reconciler="rec",result="ok",table="routes"}`:   1,
+		`steadystate_reconciler_operation_duration_seconds{operation="update",reconciler="rec",table="routes"}`:      3,
+		`steadystate_reconciler_operation_duration_seconds{operation="delete",reconciler="rec",table="routes"}`:      1,
+		`steadystate_reconciler_operation_duration_seconds{operation="refresh",reconciler="rec",table="routes"}`:     1,
+		`steadystate_reconciler_queued_retries{reconciler="rec",table="routes"}`:                                     1,
+		`steadystate_reconciler_prune_duration_seconds{reconciler="rec",result="ok",table="routes"}`:                 1,
+		full: 1,
+		`steadystate_reconciler_objects{reconciler="rec",status="Pending",table="routes"}`:    0,
+		`steadystate_reconciler_objects{reconciler="rec",status="Refreshing",table="routes"}`: 0,
+		`steadystate_reconciler_objects{reconciler="rec",status="Done",table="routes"}`:       1,
+		`steadystate_reconciler_objects{reconciler="rec",status="Error",table="routes"}`:      1,
+	}
+	got := gather(t, reg)
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+	for k, v := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("unexpected series %s = %v", k, v)
+		}
+	}
+}
+
+// One registry serves many reconcilers: their series are told apart by the
+// reconciler and table labels.
+func TestStatusCollectorTwoReconcilers(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	for _, name := range []string{"routes", "rules"} {
+		db, tbl := newTable(t, name)
+		wtxn := db.WriteTxn(tbl)
+		for i := range 3 {
+			tbl.Insert(wtxn, &object{ID: fmt.Sprint(i), Status: reconciler.StatusDone()})
+		}
+		wtxn.Commit()
+		if err := reg.Register(NewStatusCollector(name+"-rec", db, tbl.ToTable(), getStatus)); err != nil {
+			t.Fatalf("registering the status collector of %q: %v", name, err)
+		}
+	}
+	got := gather(t, reg)
+	var keys []string
+	for k := range got {
+		keys = append(keys, k)
+	}
+	for _, name := range []string{"routes", "rules"} {
+		k := fmt.Sprintf(`steadystate_reconciler_objects{reconciler="%s-rec",status="Done",table="%s"}`, name, name)
+		if got[k] != 3 {
+			t.Errorf("%s = %v, want 3 (have %v)", k, got[k], slices.Sorted(slices.Values(keys)))
+		}
+	}
+}

@@ -1,0 +1,13 @@
+package reconcilertest_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package's tests if any goroutine outlives them: Start
+// must leave none behind.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
