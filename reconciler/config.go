@@ -30,10 +30,32 @@ type Config[Obj any] struct {
 	// CloneObject returns a shallow copy of the object: stored objects are
 	// never mutated. Required.
 	CloneObject func(Obj) Obj
-	// FullReconciliationInterval is how often to run a full
-	// reconciliation; when set, the first one runs as soon as the table is
-	// initialized. 0 means only when Prune is called.
+	// FullReconciliationInterval is how often to prune: Target.Prune with
+	// every desired object removes from the real system what is not
+	// desired (leftovers). When set, the first prune runs as soon as the
+	// table is initialized. 0 means only when Prune is called. (Done
+	// objects are re-applied by age, see RefreshInterval, not here.)
 	FullReconciliationInterval time.Duration
+	// RefreshInterval is the age after which a Done object is applied again
+	// (refreshed), to repair drift in the real system; the age is that of
+	// its status (Status.UpdatedAt), which every refresh renews. 0 (the
+	// default) means never by age.
+	RefreshInterval time.Duration
+	// RefreshRate is how many refreshes per second at most, so that a
+	// table whose objects all come of age at once is not re-applied in one
+	// burst. Default DefaultRefreshRate.
+	RefreshRate float64
+	// Workers is how many target operations may be in flight at once
+	// (Update, Delete, or a batch). Never two on the same object: a round
+	// holds each object once, and rounds follow each other (see exec.go).
+	// A batch target's rounds are split across the workers. Default 1.
+	Workers int
+	// MinRoundInterval is the least time between the starts of two
+	// incremental rounds: changes that come in a burst meanwhile coalesce,
+	// and versions of an object that were replaced before their round came
+	// are never applied. 0 (the default) starts a round as soon as there
+	// are changes.
+	MinRoundInterval time.Duration
 	// RetryBackoffMin is the first retry delay of a failed object (and of
 	// a failed Prune); each further failure doubles it, with up to a
 	// quarter of jitter, up to RetryBackoffMax. Default
@@ -45,12 +67,16 @@ type Config[Obj any] struct {
 	// IncrementalRoundSize is the most objects handled per round (and per
 	// status write transaction). Default DefaultIncrementalRoundSize.
 	IncrementalRoundSize int
-	// OperationTimeout bounds each Target operation (a whole batch, for a
-	// batch target, and Prune): its context gets a deadline between half
-	// and all of it from the operation's start (the operations of a round
-	// share a deadline, renewed when half of it is left). An operation that
-	// takes longer fails with the context's error and is retried. Default
-	// DefaultOperationTimeout.
+	// OperationTimeout bounds each Target operation and plan (a whole
+	// batch, for a batch target, and Prune): its context gets a deadline
+	// between half and all of it from the operation's start (a worker's
+	// operations share a deadline, renewed when half of it is left). An
+	// operation that takes longer fails with the context's error and is
+	// retried. One that ignores its context and runs past OperationTimeout
+	// (plus a tenth) is abandoned: its object fails with
+	// ErrOperationAbandoned, health names it as stuck, and no other
+	// operation on that object (and no prune) starts until it returns.
+	// Default DefaultOperationTimeout.
 	OperationTimeout time.Duration
 	// Metrics receives the reconciler's measurements. Default NopMetrics.
 	Metrics Metrics
@@ -70,6 +96,8 @@ const (
 	DefaultRetryBackoffMax      = retry.DefaultMax
 	DefaultIncrementalRoundSize = 1000
 	DefaultOperationTimeout     = time.Minute
+	DefaultRefreshRate          = 100.0 // refreshes per second
+	DefaultWorkers              = 1
 )
 
 // validate checks cfg and fills in the defaults.
@@ -103,6 +131,18 @@ func (cfg *Config[Obj]) validate() error {
 	if cfg.IncrementalRoundSize < 0 {
 		bad("IncrementalRoundSize %d is negative", cfg.IncrementalRoundSize)
 	}
+	if cfg.RefreshInterval < 0 {
+		bad("RefreshInterval %v is negative", cfg.RefreshInterval)
+	}
+	if cfg.RefreshRate < 0 {
+		bad("RefreshRate %v is negative", cfg.RefreshRate)
+	}
+	if cfg.Workers < 0 {
+		bad("Workers %d is negative", cfg.Workers)
+	}
+	if cfg.MinRoundInterval < 0 {
+		bad("MinRoundInterval %v is negative", cfg.MinRoundInterval)
+	}
 	if cfg.OperationTimeout < 0 {
 		bad("OperationTimeout %v is negative", cfg.OperationTimeout)
 	}
@@ -120,6 +160,12 @@ func (cfg *Config[Obj]) validate() error {
 	}
 	if cfg.OperationTimeout == 0 {
 		cfg.OperationTimeout = DefaultOperationTimeout
+	}
+	if cfg.RefreshRate == 0 {
+		cfg.RefreshRate = DefaultRefreshRate
+	}
+	if cfg.Workers == 0 {
+		cfg.Workers = DefaultWorkers
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NopMetrics{}

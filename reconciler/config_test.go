@@ -82,6 +82,10 @@ func TestNewInvalidConfig(t *testing.T) {
 		{"max below min", func(c *Config[*cfgObj]) { c.RetryBackoffMin, c.RetryBackoffMax = time.Second, time.Millisecond }, "RetryBackoffMax"},
 		{"negative round size", func(c *Config[*cfgObj]) { c.IncrementalRoundSize = -1 }, "IncrementalRoundSize"},
 		{"negative timeout", func(c *Config[*cfgObj]) { c.OperationTimeout = -1 }, "OperationTimeout"},
+		{"negative refresh interval", func(c *Config[*cfgObj]) { c.RefreshInterval = -1 }, "RefreshInterval"},
+		{"negative refresh rate", func(c *Config[*cfgObj]) { c.RefreshRate = -1 }, "RefreshRate"},
+		{"negative workers", func(c *Config[*cfgObj]) { c.Workers = -1 }, "Workers"},
+		{"negative min round interval", func(c *Config[*cfgObj]) { c.MinRoundInterval = -1 }, "MinRoundInterval"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -136,6 +140,15 @@ func TestNewDefaults(t *testing.T) {
 	}
 	if got.FullReconciliationInterval != 0 {
 		t.Errorf("FullReconciliationInterval = %v, want 0 (only on Prune)", got.FullReconciliationInterval)
+	}
+	if got.Workers != DefaultWorkers || DefaultWorkers != 1 {
+		t.Errorf("Workers = %v, want DefaultWorkers = 1", got.Workers)
+	}
+	if got.RefreshRate != DefaultRefreshRate || DefaultRefreshRate != 100 {
+		t.Errorf("RefreshRate = %v, want DefaultRefreshRate = 100", got.RefreshRate)
+	}
+	if got.RefreshInterval != 0 || got.MinRoundInterval != 0 {
+		t.Errorf("RefreshInterval = %v, MinRoundInterval = %v, want 0 (never by age, no pause)", got.RefreshInterval, got.MinRoundInterval)
 	}
 	if _, ok := got.Metrics.(NopMetrics); !ok {
 		t.Errorf("Metrics = %T, want NopMetrics", got.Metrics)

@@ -4,11 +4,28 @@
 // A Reconciler follows the table's change feed. Objects whose status is
 // Pending or Refreshing are applied with Target.Update, deleted objects with
 // Target.Delete, and the outcome is written back into each object's status
-// (Done, or Error with the message). Periodically
-// (Config.FullReconciliationInterval), and when asked with Prune, it runs a
-// full reconciliation: Target.Prune with every desired object, to remove
-// what is in the real system but not desired, then an Update of every Done
-// object, to repair drift.
+// (Done, or Error with the message). Up to Config.Workers operations run at
+// once (exec.go), never two on one object. Periodically
+// (Config.FullReconciliationInterval), and when asked with Prune, it prunes:
+// Target.Prune with every desired object removes what is in the real system
+// but not desired. Apart from that, Done objects older than
+// Config.RefreshInterval are applied again, at most Config.RefreshRate per
+// second, to repair drift (full.go). Config.MinRoundInterval makes bursts of
+// changes coalesce into fewer rounds.
+//
+// A target that also implements Planner says, without changing anything,
+// what an Update, Delete or Prune would change. The reconciler then skips
+// operations whose plan is empty, logs and counts every drift a refresh
+// repairs and every leftover a prune removes, and DryRun returns the plan
+// of a whole table against the real system (what `agent diff` prints).
+//
+// Several reconcilers can work on one table (routes programmed into the
+// kernel and announced to a routing daemon): each keeps its status in its
+// own member of a StatusSet, or in a field of its own. Every pending status
+// carries an ID (Status.ID), and a reconciler writes its result whenever
+// the object's status still has the ID it worked on, so no reconciler is
+// starved by the others' status writes and each applies each desired
+// version once.
 //
 // Writers insert objects with a Pending status (StatusPending), best through
 // a DesiredWriter, which writes nothing for an object that is unchanged but
@@ -21,10 +38,19 @@
 //
 // Status writes cause no work. The reconciler acts only on Pending and
 // Refreshing objects, so its own status writes (Done, Error) never cause
-// another Update of the same object. It writes a status back with
-// CompareAndSwap at the revision it reconciled: an object that a writer
-// changed meanwhile keeps the writer's version, which is reconciled in turn
-// (incremental.go).
+// another Update of the same object. It writes a status back only while the
+// object's status still has the ID of the version it applied (without ID:
+// only while the object is at the revision it reconciled): an object that a
+// writer changed meanwhile keeps the writer's version, which is reconciled
+// in turn (incremental.go).
+//
+// One object, one operation at a time. Rounds run one after the other and a
+// round holds each object once, so operations on one object never overlap,
+// its changes are applied in order, and a delete is never overtaken by an
+// older update. A target call that ignores its context is abandoned after
+// OperationTimeout: its object fails (and is retried), health names it as
+// stuck, and nothing else touches that object, nor prunes, until the call
+// returns (exec.go).
 //
 // One failing object delays no other. A failed object goes to a retry queue
 // keyed by primary key, on its own exponential backoff
@@ -33,7 +59,7 @@
 // retry and a delete cancels it. A failed Delete is retried until it
 // succeeds, terminal error or not: no delete is lost (retries.go).
 //
-// No prune before initialization. A full reconciliation, and so
+// No prune before initialization. A prune, and so
 // Target.Prune, waits until the table is initialized (every initializer
 // registered with RegisterInitializer is done), so that a half-loaded table
 // never makes the real system lose what is still to be loaded (full.go).
@@ -42,7 +68,8 @@
 // of that object (of every object of a batch), which is retried like any
 // other; the stack goes to the log (ops.go).
 //
-// Only the goroutine running Run touches the reconciler's state; Prune and
-// WaitUntilReconciled reach it through channels and a mutex, and are safe
-// for concurrent use.
+// Only the goroutine running Run touches the reconciler's state; its
+// workers get copies of what they apply and hand back outcomes under the
+// executor's lock. Prune and WaitUntilReconciled reach it through channels
+// and a mutex, and are safe for concurrent use.
 package reconciler

@@ -3,6 +3,8 @@ package reconciler
 import (
 	"errors"
 	"fmt"
+
+	"github.com/steadystate/steadystate/statedb"
 )
 
 // Sentinel errors; match with errors.Is. Each error that wraps one names
@@ -16,7 +18,43 @@ var (
 	// the revision was reached but some objects failed their latest
 	// attempt.
 	ErrNotAllReconciled = errors.New("not all objects reconciled")
+
+	// ErrNoPlanner is wrapped by DryRun's error when the target does not
+	// implement Planner.
+	ErrNoPlanner = errors.New("target has no plan (does not implement reconciler.Planner)")
+
+	// ErrOperationAbandoned is wrapped by the error of a target operation
+	// that did not return within Config.OperationTimeout although its
+	// context was cancelled: the reconciler stopped waiting for it (see
+	// Config.OperationTimeout).
+	ErrOperationAbandoned = errors.New("target operation abandoned")
+
+	// ErrKeyBusy is wrapped by the error of an object whose previous
+	// operation was abandoned and has not returned yet: no second
+	// operation on the same key starts meanwhile.
+	ErrKeyBusy = errors.New("previous operation on the object still running")
 )
+
+// NotReconciledError is WaitUntilReconciled's error when the revision was
+// reached but some objects failed their latest attempt. It wraps
+// ErrNotAllReconciled; match it with errors.As.
+type NotReconciledError struct {
+	Reconciler string // Config.Name
+	// Failing is the number of objects whose latest attempt failed (failed
+	// deletes included).
+	Failing int
+	// LowestRetryRevision is the lowest revision of an object waiting for
+	// a retry (0 when only terminal failures remain): once the reconciler
+	// has reached past it with no failures, everything up to it is applied.
+	LowestRetryRevision statedb.Revision
+}
+
+func (e *NotReconciledError) Error() string {
+	return fmt.Sprintf("reconciler %q: %v: %d objects failing (see their status)", e.Reconciler, ErrNotAllReconciled, e.Failing)
+}
+
+// Unwrap returns ErrNotAllReconciled.
+func (e *NotReconciledError) Unwrap() error { return ErrNotAllReconciled }
 
 // terminalError marks an error that retrying cannot fix.
 type terminalError struct{ err error }

@@ -94,6 +94,16 @@ func newFixture(t testing.TB, batch bool) *fixture {
 	return f
 }
 
+// withPlanner gives the reconciler the target with reconciler.Planner.
+func (f *fixture) withPlanner() {
+	equal := func(applied, desired *testObj) bool { return applied.Value == desired.Value }
+	if _, batch := f.cfg.Target.(reconciler.BatchTarget[*testObj]); batch {
+		f.cfg.Target = f.target.Batch().Planner(equal)
+	} else {
+		f.cfg.Target = f.target.Planner(equal)
+	}
+}
+
 // start runs the reconciler from f.cfg until the test ends.
 func (f *fixture) start() {
 	f.t.Helper()
@@ -180,28 +190,48 @@ func (f *fixture) mustReconcile() {
 	}
 }
 
-// gauges records the reconciler's two gauges; the rest of Metrics is
-// covered by the Prometheus tests.
+// gauges records the reconciler's gauges and counters that the tests
+// check; durations are covered by the Prometheus tests.
 type gauges struct {
-	mu      sync.Mutex
-	errors  int
-	retries int
+	mu       sync.Mutex
+	errors   int
+	retries  int
+	drift    int
+	pruned   int
+	skipped  int
+	refresh  int // RefreshQueue
+	busyMax  int // most WorkersBusy seen
+	stuck    int
+	plans    int
+	prunes   int
+	fullDone int
+}
+
+func (g *gauges) locked(f func()) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	f()
 }
 
 func (g *gauges) OperationDone(string, string, reconciler.Operation, time.Duration, int, int) {}
-func (g *gauges) FullReconciliationDone(string, string, time.Duration, error)                 {}
-func (g *gauges) PruneDone(string, string, time.Duration, error)                              {}
-
-func (g *gauges) Errors(_, _ string, n int) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.errors = n
+func (g *gauges) FullReconciliationDone(string, string, time.Duration, error) {
+	g.locked(func() { g.fullDone++ })
 }
-
-func (g *gauges) QueuedRetries(_, _ string, n int) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.retries = n
+func (g *gauges) PruneDone(string, string, time.Duration, error) { g.locked(func() { g.prunes++ }) }
+func (g *gauges) PlanDone(string, string, reconciler.Operation, time.Duration, error) {
+	g.locked(func() { g.plans++ })
+}
+func (g *gauges) DriftRepaired(_, _ string, n int) { g.locked(func() { g.drift += n }) }
+func (g *gauges) Pruned(_, _ string, n int)        { g.locked(func() { g.pruned += n }) }
+func (g *gauges) Skipped(_, _ string, _ reconciler.Operation, n int) {
+	g.locked(func() { g.skipped += n })
+}
+func (g *gauges) Errors(_, _ string, n int)        { g.locked(func() { g.errors = n }) }
+func (g *gauges) QueuedRetries(_, _ string, n int) { g.locked(func() { g.retries = n }) }
+func (g *gauges) RefreshQueue(_, _ string, n int)  { g.locked(func() { g.refresh = n }) }
+func (g *gauges) WorkersBusy(_, _ string, n int)   { g.locked(func() { g.busyMax = max(g.busyMax, n) }) }
+func (g *gauges) StuckOperations(_, _ string, n int) {
+	g.locked(func() { g.stuck = n })
 }
 
 // read returns the errors and queued-retries gauges.

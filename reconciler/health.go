@@ -16,6 +16,7 @@ type healthState struct {
 	failing  int
 	objects  int
 	pruneErr error
+	stuck    int
 }
 
 // recentFailure is one of the latest failures, for the health report.
@@ -56,17 +57,19 @@ func (r *reconciler[Obj]) failure(key string) (error, bool) {
 func (r *reconciler[Obj]) reportHealth(force bool) {
 	failing := r.numFailing()
 	objects := r.cfg.Table.NumObjects(r.db.ReadTxn()) // O(1)
+	stuck := r.exec.numStuck()
 	h := &r.health
-	if !force && h.reported && failing == h.failing && objects == h.objects && r.full.err == h.pruneErr {
+	if !force && h.reported && failing == h.failing && objects == h.objects && r.full.err == h.pruneErr && stuck == h.stuck {
 		return
 	}
-	h.reported, h.failing, h.objects, h.pruneErr = true, failing, objects, r.full.err
+	h.reported, h.failing, h.objects, h.pruneErr, h.stuck = true, failing, objects, r.full.err, stuck
 	r.cfg.Metrics.Errors(r.cfg.Name, r.tableName, failing)
 	r.cfg.Metrics.QueuedRetries(r.cfg.Name, r.tableName, r.retries.len())
+	r.cfg.Metrics.StuckOperations(r.cfg.Name, r.tableName, stuck)
 	if r.cfg.Health == nil {
 		return
 	}
-	if failing == 0 && r.full.err == nil {
+	if failing == 0 && r.full.err == nil && stuck == 0 {
 		r.cfg.Health.OK(fmt.Sprintf("%d objects reconciled", objects))
 		return
 	}
@@ -87,6 +90,13 @@ func (r *reconciler[Obj]) reportHealth(force bool) {
 	reason := fmt.Sprintf("%d of %d objects failing", failing, objects)
 	if len(lines) > 0 {
 		reason += "; latest: " + strings.Join(lines, "; ")
+	}
+	if stuck > 0 {
+		ops := r.exec.stuckOps()
+		reason += fmt.Sprintf("; %d operations stuck (ignoring their context): %s", stuck, strings.Join(ops, "; "))
+		if latest == nil {
+			latest = fmt.Errorf("%w: %s", ErrOperationAbandoned, ops[0])
+		}
 	}
 	r.cfg.Health.Degraded(reason, latest)
 }

@@ -10,13 +10,13 @@ import (
 
 // incremental reconciles the changes since the last call in rounds of at
 // most IncrementalRoundSize objects and returns the channel that closes
-// when there are more.
+// when there are more, and whether it had anything to do.
 //
 // Only Pending and Refreshing objects are updated; Done and Error objects
 // are the reconciler's own status writes (or need no work) and are skipped,
 // which is what keeps status writes from causing further Updates (the
 // package doc's "Status writes cause no work").
-func (r *reconciler[Obj]) incremental(ctx context.Context, changes statedb.ChangeIterator[Obj]) <-chan struct{} {
+func (r *reconciler[Obj]) incremental(ctx context.Context, changes statedb.ChangeIterator[Obj]) (watch <-chan struct{}, worked bool) {
 	txn := r.db.ReadTxn()
 	seq, watch := changes.Next(txn)
 	round := r.round[:0]
@@ -29,10 +29,11 @@ func (r *reconciler[Obj]) incremental(ctx context.Context, changes statedb.Chang
 			continue
 		}
 		if len(round) >= r.cfg.IncrementalRoundSize {
+			worked = true
 			r.processRound(ctx, txn, round, false)
 			round = round[:0]
 			if ctx.Err() != nil {
-				return watch
+				return watch, worked
 			}
 			// Retries that fell due meanwhile go between rounds, so a long
 			// burst of changes does not hold them back.
@@ -40,6 +41,7 @@ func (r *reconciler[Obj]) incremental(ctx context.Context, changes statedb.Chang
 		}
 	}
 	if len(round) > 0 {
+		worked = true
 		r.processRound(ctx, txn, round, false)
 	}
 	clear(round)
@@ -47,26 +49,22 @@ func (r *reconciler[Obj]) incremental(ctx context.Context, changes statedb.Chang
 	if ctx.Err() == nil {
 		r.setReached(r.cfg.Table.Revision(txn))
 	}
-	return watch
+	return watch, worked
 }
 
-// processRound applies a round to the target, then writes the statuses back
-// in one write transaction. A status is written with CompareAndSwap at the
-// revision that was reconciled, so an object that changed meanwhile keeps
-// its newer version (which the change feed delivers next). With refresh
-// (full reconciliation) a success writes nothing: the object is Done
-// already.
+// processRound applies a round to the target, on the executor's workers,
+// then writes the statuses back in one write transaction (see
+// writeResult). Deletes write nothing; a refresh renews the Done status's
+// time, which is the age that RefreshInterval counts from.
 func (r *reconciler[Obj]) processRound(ctx context.Context, txn statedb.ReadTxn, round []work[Obj], refresh bool) {
-	oc := opContext{parent: ctx, timeout: r.cfg.OperationTimeout}
-	r.apply(&oc, txn, round, refresh)
-	oc.stop()
+	j := r.newJob(ctx, txn, round, refresh)
+	r.exec.execute(j)
 	if ctx.Err() != nil {
 		// Shutting down: the outcome may be the cancellation itself.
 		return
 	}
 
 	now := time.Now()
-	done := Status{Kind: StatusKindDone, UpdatedAt: now}
 	tracking := r.retries.len() > 0 || len(r.terminal) > 0
 	var wtxn statedb.WriteTxn
 	for i := range round {
@@ -75,90 +73,104 @@ func (r *reconciler[Obj]) processRound(ctx context.Context, txn statedb.ReadTxn,
 			if tracking {
 				r.forget(r.keyOf(w))
 			}
-			if w.deleted || refresh {
+			if refresh && len(w.plan) > 0 {
+				r.cfg.Logger.Info("Drift repaired", "object", describe(r.cfg.Table, w.obj), "changes", w.plan.String())
+				r.cfg.Metrics.DriftRepaired(r.cfg.Name, r.tableName, 1)
+			}
+			if w.deleted {
 				continue
 			}
-			if wtxn == nil {
-				wtxn = r.db.WriteTxn(r.cfg.Table)
-			}
-			r.writeStatus(wtxn, w, done)
-			continue
-		}
-		key := r.keyOf(w)
-		r.noteFailure(key, w.obj)
-		if !w.deleted && IsTerminal(w.err) {
-			r.retries.remove(key)
-			r.terminal[key] = w.err
 		} else {
-			delete(r.terminal, key)
-			r.retries.add(&retryItem[Obj]{
-				key: key, obj: w.obj, rev: w.rev, deleted: w.deleted,
-				attempts: w.attempts + 1, err: w.err,
-				at: now.Add(backoff(w.attempts+1, r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax)),
-			})
-		}
-		if !w.deleted {
-			if wtxn == nil {
-				wtxn = r.db.WriteTxn(r.cfg.Table)
+			key := r.keyOf(w)
+			r.noteFailure(key, w.obj)
+			if !w.deleted && IsTerminal(w.err) {
+				r.retries.remove(key)
+				r.terminal[key] = w.err
+			} else {
+				delete(r.terminal, key)
+				r.retries.add(&retryItem[Obj]{
+					key: key, obj: w.obj, rev: w.rev, deleted: w.deleted,
+					attempts: w.attempts + 1, err: w.err,
+					at: now.Add(backoff(w.attempts+1, r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax)),
+				})
 			}
-			r.writeStatus(wtxn, w, Status{Kind: StatusKindError, UpdatedAt: now, Error: w.err.Error()})
+			if w.deleted {
+				continue
+			}
 		}
+		if wtxn == nil {
+			wtxn = r.db.WriteTxn(r.cfg.Table)
+		}
+		r.writeResult(wtxn, w, now)
 	}
 	if wtxn != nil {
 		wtxn.Commit()
 	}
 }
 
-// writeStatus writes st into a clone of w's object if the object is still
-// at the revision that was reconciled. Otherwise the error
-// (ErrRevisionNotEqual, ErrObjectNotFound) is expected and ignored: a newer
-// version or a delete is on its way through the change feed.
-func (r *reconciler[Obj]) writeStatus(wtxn statedb.WriteTxn, w *work[Obj], st Status) {
-	obj := r.cfg.SetObjectStatus(r.cfg.CloneObject(w.obj), st)
-	r.cfg.Table.CompareAndSwap(wtxn, w.rev, obj)
+// newJob makes the executor's job of a round: one unit per object, or, for
+// a batch target, the deletes and then the updates in batches split evenly
+// across the workers. Refreshes of a Planner target go one object at a
+// time even with a batch target, so that each is planned and drift is
+// seen.
+func (r *reconciler[Obj]) newJob(ctx context.Context, txn statedb.ReadTxn, round []work[Obj], refresh bool) *job[Obj] {
+	j := &job[Obj]{ctx: ctx, txn: txn, round: round, n: len(round), op: OpUpdate}
+	if refresh {
+		j.op = OpRefresh
+	}
+	if r.batch == nil || (refresh && r.planner != nil) {
+		return j
+	}
+	order := make([]int, 0, len(round))
+	for i := range round {
+		if round[i].deleted {
+			order = append(order, i)
+		}
+	}
+	deletes := len(order)
+	for i := range round {
+		if !round[i].deleted {
+			order = append(order, i)
+		}
+	}
+	j.order = order
+	split := func(lo, hi int, deleted bool) {
+		if hi == lo {
+			return
+		}
+		parts := min(r.cfg.Workers, hi-lo)
+		for p := range parts {
+			j.spans = append(j.spans, span{lo: lo + (hi-lo)*p/parts, hi: lo + (hi-lo)*(p+1)/parts, deleted: deleted})
+		}
+	}
+	split(0, deletes, true)
+	split(deletes, len(order), false)
+	j.n = len(j.spans)
+	return j
 }
 
-// apply runs the round's operations, as batches if the target supports them.
-func (r *reconciler[Obj]) apply(oc *opContext, txn statedb.ReadTxn, round []work[Obj], refresh bool) {
-	updateOp := OpUpdate
-	if refresh {
-		updateOp = OpRefresh
-	}
-	if r.batch == nil {
-		for i := range round {
-			w := &round[i]
-			if w.deleted {
-				w.err = r.delete(oc.get(), txn, w.obj)
-			} else {
-				w.err = r.update(oc.get(), txn, w.obj, updateOp)
-			}
-		}
+// writeResult writes the outcome of w (Done, or Error with the message) into
+// the object's status, if the desired version that was applied is still
+// current. The status carries the ID of that version (Status.ID): the
+// result is written whenever the stored object's status still has it,
+// whatever other reconcilers wrote into the object meanwhile, so none is
+// starved by another's status writes. A status without ID falls back to
+// the revision: the result is written only if the object is unchanged. In
+// both cases an object that a writer changed or deleted meanwhile keeps
+// the writer's version, which the change feed delivers next.
+func (r *reconciler[Obj]) writeResult(wtxn statedb.WriteTxn, w *work[Obj], now time.Time) {
+	worked := r.cfg.GetObjectStatus(w.obj)
+	st := worked.result(now, w.err)
+	// Most often nothing else wrote the object: swap at its revision.
+	_, _, err := r.cfg.Table.CompareAndSwap(wtxn, w.rev, r.cfg.SetObjectStatus(r.cfg.CloneObject(w.obj), st))
+	if err == nil || worked.ID == 0 {
 		return
 	}
-	var updates, deletes []BatchEntry[Obj]
-	var updateIdx, deleteIdx []int
-	for i := range round {
-		w := &round[i]
-		if w.deleted {
-			deletes = append(deletes, BatchEntry[Obj]{Object: w.obj, Revision: w.rev})
-			deleteIdx = append(deleteIdx, i)
-		} else {
-			updates = append(updates, BatchEntry[Obj]{Object: w.obj, Revision: w.rev})
-			updateIdx = append(updateIdx, i)
-		}
+	cur, _, found := r.cfg.Table.Get(wtxn, statedb.QueryByPrimaryKey[Obj](r.cfg.Table, index.Key(r.keyOf(w))))
+	if !found || r.cfg.GetObjectStatus(cur).ID != worked.ID {
+		return
 	}
-	if len(deletes) > 0 {
-		r.batchOp(oc.get(), txn, OpDelete, deletes)
-		for j, i := range deleteIdx {
-			round[i].err = deletes[j].Result
-		}
-	}
-	if len(updates) > 0 {
-		r.batchOp(oc.get(), txn, updateOp, updates)
-		for j, i := range updateIdx {
-			round[i].err = updates[j].Result
-		}
-	}
+	r.cfg.Table.Insert(wtxn, r.cfg.SetObjectStatus(r.cfg.CloneObject(cur), st))
 }
 
 // keyOf returns (and caches) the primary key of w's object as a string.
@@ -192,7 +204,7 @@ func (r *reconciler[Obj]) processRetries(ctx context.Context) {
 		switch {
 		case it.deleted && !found:
 			round = append(round, work[Obj]{obj: it.obj, rev: it.rev, deleted: true, key: it.key, attempts: it.attempts})
-		case !it.deleted && found && r.cfg.GetObjectStatus(cur).Kind == StatusKindError:
+		case !it.deleted && found && r.retryable(it, cur):
 			round = append(round, work[Obj]{obj: cur, rev: rev, key: it.key, attempts: it.attempts})
 		}
 	}
@@ -203,6 +215,15 @@ func (r *reconciler[Obj]) processRetries(ctx context.Context) {
 	// retried Delete that succeeds (or a retry dropped above) writes
 	// nothing to the table, so nothing else would wake the loop to do it.
 	r.setReached(0)
+}
+
+// retryable tells whether the failed update it is still to be retried with
+// the object as it is now, cur: its status is still the Error written for
+// the version that failed (a newer version is Pending and goes through the
+// change feed instead).
+func (r *reconciler[Obj]) retryable(it *retryItem[Obj], cur Obj) bool {
+	st := r.cfg.GetObjectStatus(cur)
+	return st.Kind == StatusKindError && st.ID == r.cfg.GetObjectStatus(it.obj).ID
 }
 
 // opContext hands out the contexts of a round's operations. Creating a

@@ -10,28 +10,48 @@ const (
 	OpUpdate  Operation = "update"
 	OpDelete  Operation = "delete"
 	OpPrune   Operation = "prune"
-	OpRefresh Operation = "refresh" // Update during full reconciliation
+	OpRefresh Operation = "refresh" // Update of a Done object that came of age
 )
 
 // Metrics receives a reconciler's measurements, each with the reconciler's
 // name (Config.Name) and its table's name, so that one implementation may
-// serve many reconcilers. Calls come from the goroutine running Run.
-// NopMetrics is the default; reconcilercell.NewPrometheusMetrics reports to
-// a Prometheus registry.
+// serve many reconcilers. Calls come from the goroutine running Run and
+// from its workers (Config.Workers): implementations must be safe for
+// concurrent use. NopMetrics is the default;
+// reconcilercell.NewPrometheusMetrics reports to a Prometheus registry.
 type Metrics interface {
 	// OperationDone is one target operation on n objects (n > 1 for a
 	// batch) that took d; errors is how many of them failed.
 	OperationDone(reconciler, table string, op Operation, d time.Duration, n, errors int)
-	// FullReconciliationDone is one full reconciliation (prune and refresh)
-	// that took d; err is the prune's failure.
+	// FullReconciliationDone is one prune (requested or by the interval)
+	// that took d, plan included; err is its failure.
 	FullReconciliationDone(reconciler, table string, d time.Duration, err error)
 	// PruneDone is one Target.Prune call that took d.
 	PruneDone(reconciler, table string, d time.Duration, err error)
+	// PlanDone is one plan of op (Planner targets) that took d.
+	PlanDone(reconciler, table string, op Operation, d time.Duration, err error)
+	// DriftRepaired counts n objects whose refresh found the real system
+	// changed behind the reconciler's back (Planner targets).
+	DriftRepaired(reconciler, table string, n int)
+	// Pruned counts n leftovers that a prune removed (Planner targets).
+	Pruned(reconciler, table string, n int)
+	// Skipped counts n Updates or Deletes not made because their plan was
+	// empty: the real system already matched (Planner targets).
+	Skipped(reconciler, table string, op Operation, n int)
 	// Errors is the number of objects whose latest attempt failed, failed
 	// Deletes included (their objects are no longer in the table).
 	Errors(reconciler, table string, n int)
 	// QueuedRetries is the number of objects waiting to be retried.
 	QueuedRetries(reconciler, table string, n int)
+	// RefreshQueue is the number of Done objects due for a refresh that
+	// wait for the refresh rate.
+	RefreshQueue(reconciler, table string, n int)
+	// WorkersBusy is the number of workers running the current round (0
+	// between rounds), stuck operations not counted.
+	WorkersBusy(reconciler, table string, n int)
+	// StuckOperations is the number of abandoned operations that have not
+	// returned yet.
+	StuckOperations(reconciler, table string, n int)
 }
 
 // NopMetrics discards every measurement.
@@ -46,8 +66,29 @@ func (NopMetrics) FullReconciliationDone(string, string, time.Duration, error) {
 // PruneDone implements Metrics.
 func (NopMetrics) PruneDone(string, string, time.Duration, error) {}
 
+// PlanDone implements Metrics.
+func (NopMetrics) PlanDone(string, string, Operation, time.Duration, error) {}
+
+// DriftRepaired implements Metrics.
+func (NopMetrics) DriftRepaired(string, string, int) {}
+
+// Pruned implements Metrics.
+func (NopMetrics) Pruned(string, string, int) {}
+
+// Skipped implements Metrics.
+func (NopMetrics) Skipped(string, string, Operation, int) {}
+
 // Errors implements Metrics.
 func (NopMetrics) Errors(string, string, int) {}
 
 // QueuedRetries implements Metrics.
 func (NopMetrics) QueuedRetries(string, string, int) {}
+
+// RefreshQueue implements Metrics.
+func (NopMetrics) RefreshQueue(string, string, int) {}
+
+// WorkersBusy implements Metrics.
+func (NopMetrics) WorkersBusy(string, string, int) {}
+
+// StuckOperations implements Metrics.
+func (NopMetrics) StuckOperations(string, string, int) {}

@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"fmt"
 	"runtime/debug"
 	"time"
 
@@ -77,4 +78,99 @@ func errCount(err error) int {
 		return 1
 	}
 	return 0
+}
+
+// runUnit runs one unit of j on a worker goroutine. With a Planner target
+// an Update or Delete of one object is planned first and not made when the
+// plan is empty. Batch units are not planned: a batch target compares with
+// the real system itself, and planning each object would undo the point of
+// the batch.
+func (r *reconciler[Obj]) runUnit(ctx context.Context, j *job[Obj], in unitIn[Obj]) unitOut[Obj] {
+	switch {
+	case in.busy != nil:
+		return unitOut[Obj]{err: in.busy}
+	case j.prune:
+		return r.runPrune(ctx, j.txn)
+	case in.batch != nil:
+		op := j.op
+		if in.deleted {
+			op = OpDelete
+		}
+		r.runBatch(ctx, j.txn, op, in.batch)
+		return unitOut[Obj]{batch: in.batch}
+	}
+	op := j.op
+	if in.deleted {
+		op = OpDelete
+	}
+	var p Plan
+	if r.planner != nil {
+		var err error
+		if p, err = r.plan(ctx, j.txn, op, in.obj); err != nil {
+			return unitOut[Obj]{err: fmt.Errorf("plan of %s: %w", op, err)}
+		}
+		if len(p) == 0 {
+			r.cfg.Metrics.Skipped(r.cfg.Name, r.tableName, op, 1)
+			return unitOut[Obj]{skipped: true}
+		}
+	}
+	var err error
+	if in.deleted {
+		err = r.delete(ctx, j.txn, in.obj)
+	} else {
+		err = r.update(ctx, j.txn, in.obj, op)
+	}
+	return unitOut[Obj]{err: err, plan: p}
+}
+
+// runBatch applies a batch unit's entries; entries whose Result is set
+// already (their key is busy) are left out of the target's batch.
+func (r *reconciler[Obj]) runBatch(ctx context.Context, txn statedb.ReadTxn, op Operation, entries []BatchEntry[Obj]) {
+	pass := entries
+	var idx []int
+	for i := range entries {
+		if entries[i].Result != nil {
+			idx = make([]int, 0, len(entries))
+			break
+		}
+	}
+	if idx != nil {
+		pass = make([]BatchEntry[Obj], 0, len(entries))
+		for i := range entries {
+			if entries[i].Result == nil {
+				idx = append(idx, i)
+				pass = append(pass, entries[i])
+			}
+		}
+	}
+	if len(pass) > 0 {
+		r.batchOp(ctx, txn, op, pass)
+	}
+	for k, i := range idx {
+		entries[i].Result = pass[k].Result
+	}
+}
+
+// runPrune prunes, after planning it with a Planner target: an empty plan
+// skips the Prune. Its outcome carries the plan, whose changes are logged
+// and counted once the prune succeeded.
+func (r *reconciler[Obj]) runPrune(ctx context.Context, txn statedb.ReadTxn) unitOut[Obj] {
+	var p Plan
+	if r.planner != nil {
+		var err error
+		start := time.Now()
+		func() {
+			defer r.recovered(OpPrune, &err)
+			p, err = r.planner.PlanPrune(ctx, txn, r.cfg.Table.All(txn))
+		}()
+		r.cfg.Metrics.PlanDone(r.cfg.Name, r.tableName, OpPrune, time.Since(start), err)
+		if err != nil {
+			return unitOut[Obj]{err: fmt.Errorf("plan of prune: %w", err)}
+		}
+		if len(p) == 0 {
+			r.cfg.Metrics.Skipped(r.cfg.Name, r.tableName, OpPrune, 1)
+			return unitOut[Obj]{skipped: true}
+		}
+	}
+	return unitOut[Obj]{err: r.prune(ctx, txn), plan: p}
 }

@@ -29,6 +29,7 @@ func New[Obj any](db *statedb.DB, cfg Config[Obj]) (Reconciler[Obj], error) {
 		progress:  make(chan struct{}),
 	}
 	r.batch, _ = cfg.Target.(BatchTarget[Obj])
+	r.planner, _ = cfg.Target.(Planner[Obj])
 	return r, nil
 }
 
@@ -39,11 +40,14 @@ type reconciler[Obj any] struct {
 	cfg       Config[Obj]
 	tableName string           // cfg.Table.Name(), for metrics
 	batch     BatchTarget[Obj] // nil unless the target implements it
+	planner   Planner[Obj]     // nil unless the target implements it
+	exec      *executor[Obj]   // runs the target operations
 
 	retries  *retryQueue[Obj]
 	terminal map[string]error // objects failed terminally, by primary key
 	recent   []recentFailure  // the latest failures, newest last
-	full     fullState
+	full     pruneState
+	refresh  refreshState
 	health   healthState
 	round    []work[Obj] // reused buffer of the current round
 
@@ -53,6 +57,7 @@ type reconciler[Obj any] struct {
 	running  bool
 	reached  statedb.Revision // every change up to here was attempted
 	failing  int              // objects failing when reached was set
+	lowest   statedb.Revision // lowest revision waiting for a retry then
 	progress chan struct{}    // closed and replaced when reached moves
 }
 
@@ -64,6 +69,8 @@ type work[Obj any] struct {
 	key      string // primary key; computed only when needed
 	attempts int    // failed attempts so far
 	err      error  // outcome of this attempt
+	skipped  bool   // the plan was empty: nothing written
+	plan     Plan   // what the operation changed (Planner targets)
 }
 
 func (r *reconciler[Obj]) Prune() {
@@ -76,11 +83,11 @@ func (r *reconciler[Obj]) Prune() {
 func (r *reconciler[Obj]) WaitUntilReconciled(ctx context.Context, rev statedb.Revision) (statedb.Revision, error) {
 	for {
 		r.mu.Lock()
-		reached, failing, ch := r.reached, r.failing, r.progress
+		reached, failing, lowest, ch := r.reached, r.failing, r.lowest, r.progress
 		r.mu.Unlock()
 		if reached >= rev {
 			if failing > 0 {
-				return reached, fmt.Errorf("reconciler %q: %w: %d objects failing (see their status)", r.cfg.Name, ErrNotAllReconciled, failing)
+				return reached, &NotReconciledError{Reconciler: r.cfg.Name, Failing: failing, LowestRetryRevision: lowest}
 			}
 			return reached, nil
 		}
@@ -94,15 +101,33 @@ func (r *reconciler[Obj]) WaitUntilReconciled(ctx context.Context, rev statedb.R
 
 // setReached records that every change up to rev was attempted.
 func (r *reconciler[Obj]) setReached(rev statedb.Revision) {
+	lowest := r.retries.lowestRevision()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if rev <= r.reached && r.failing == r.numFailing() {
+	if rev <= r.reached && r.failing == r.numFailing() && r.lowest == lowest {
 		return
 	}
 	r.reached = max(r.reached, rev)
 	r.failing = r.numFailing()
+	r.lowest = lowest
 	close(r.progress)
 	r.progress = make(chan struct{})
+}
+
+// roundPause waits out what is left of MinRoundInterval since the last
+// round started, so that changes arriving in a burst coalesce into one
+// round (and versions replaced meanwhile are never applied).
+func (r *reconciler[Obj]) roundPause(ctx context.Context, lastRound time.Time) {
+	wait := r.cfg.MinRoundInterval - time.Since(lastRound)
+	if wait <= 0 {
+		return
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 func (r *reconciler[Obj]) numFailing() int { return r.retries.len() + len(r.terminal) }
@@ -130,56 +155,72 @@ func (r *reconciler[Obj]) Run(ctx context.Context) error {
 	}
 	defer changes.Close()
 
-	retryTimer := time.NewTimer(time.Hour)
-	defer retryTimer.Stop()
-	var fullTick <-chan time.Time
+	r.exec = newExecutor(r)
+	defer r.exec.stop()
+
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var pruneTick <-chan time.Time
 	if r.cfg.FullReconciliationInterval > 0 {
 		t := time.NewTicker(r.cfg.FullReconciliationInterval)
 		defer t.Stop()
-		fullTick = t.C
-		// The first full reconciliation comes as soon as the table is
-		// initialized: it prunes what an earlier run left behind (deletes
-		// that happened while nothing was running).
+		pruneTick = t.C
+		// The first prune comes as soon as the table is initialized: it
+		// removes what an earlier run left behind (deletes that happened
+		// while nothing was running).
 		r.full.requested = true
 	}
 	r.reportHealth(true)
 
+	var lastRound time.Time // start of the last round that had work
 	for {
-		watch := r.incremental(ctx, changes)
+		start := time.Now()
+		watch, worked := r.incremental(ctx, changes)
+		if worked {
+			lastRound = start
+		}
 		if ctx.Err() != nil {
 			break
 		}
 		r.processRetries(ctx)
-		initWatch := r.fullStep(ctx)
+		initWatch := r.pruneStep(ctx)
+		refreshAt := r.refreshStep(ctx)
 		r.reportHealth(false)
+		if ctx.Err() != nil {
+			break
+		}
 
-		if r.full.active {
-			// A full reconciliation is under way: take its next chunk
-			// after the incremental work, without waiting.
-			if ctx.Err() != nil {
-				break
-			}
-			continue
+		// Sleep until the earliest of: a retry due, a failed prune's
+		// backoff over, the next refresh.
+		wake, ok := r.retries.next()
+		if r.full.requested && !r.full.retryAt.IsZero() && (!ok || r.full.retryAt.Before(wake)) {
+			wake, ok = r.full.retryAt, true
 		}
-		var retryC <-chan time.Time
-		at, ok := r.retries.next()
-		if r.full.requested && !r.full.retryAt.IsZero() && (!ok || r.full.retryAt.Before(at)) {
-			// A failed prune waits for its own backoff: wake up for it.
-			at, ok = r.full.retryAt, true
+		if !refreshAt.IsZero() && (!ok || refreshAt.Before(wake)) {
+			wake, ok = refreshAt, true
 		}
+		var timerC <-chan time.Time
 		if ok {
-			retryTimer.Reset(max(time.Until(at), 0))
-			retryC = retryTimer.C
+			timer.Reset(max(time.Until(wake), 0))
+			timerC = timer.C
 		}
 		select {
 		case <-ctx.Done():
 		case <-watch:
-		case <-retryC:
+			r.roundPause(ctx, lastRound)
+		case <-timerC:
 		case <-initWatch:
-		case <-fullTick:
+		case <-r.exec.unstuck:
+		case <-pruneTick:
 			r.full.requested = true
 		case <-r.pruneReq:
 			r.full.requested = true
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
 		}
 		if ctx.Err() != nil {
 			break

@@ -65,6 +65,17 @@ func (q *retryQueue[Obj]) next() (time.Time, bool) {
 	return q.heap[0].at, true
 }
 
+// lowestRevision returns the lowest revision of a pending retry (0 if none).
+func (q *retryQueue[Obj]) lowestRevision() statedb.Revision {
+	var lowest statedb.Revision
+	for _, it := range q.heap {
+		if lowest == 0 || it.rev < lowest {
+			lowest = it.rev
+		}
+	}
+	return lowest
+}
+
 // popDue removes and returns up to limit retries due at now.
 func (q *retryQueue[Obj]) popDue(now time.Time, limit int) []*retryItem[Obj] {
 	var out []*retryItem[Obj]

@@ -21,8 +21,10 @@ import (
 func (sc *scenario) commands() map[string]script.Cmd {
 	return map[string]script.Cmd{
 		"start": command("create the reconciler from the test config and run it until the test ends",
-			"[backoff=D|MIN..MAX] [round=N] [timeout=D] [interval=D]",
-			[]string{"The options set RetryBackoffMin and Max (default 1ms..10ms), IncrementalRoundSize, OperationTimeout and FullReconciliationInterval."},
+			"[backoff=D|MIN..MAX] [round=N] [timeout=D] [interval=D] [refresh=D] [rate=N] [workers=N] [min-round=D] [planner=on]",
+			[]string{"The options set RetryBackoffMin and Max (default 1ms..10ms), IncrementalRoundSize, OperationTimeout,",
+				"FullReconciliationInterval (prune), RefreshInterval, RefreshRate, Workers and MinRoundInterval;",
+				"planner=on gives the target reconciler.Planner (it plans by comparing values with the real system)."},
 			sc.start),
 		"stop": command("stop the reconciler and wait for Run to return", "", nil, func(args []string) error {
 			if sc.f.rec == nil || len(args) > 0 {
@@ -50,7 +52,7 @@ func (sc *scenario) start(args []string) error {
 	if f.rec != nil {
 		return errors.New("the reconciler is already started")
 	}
-	opts, err := options(args, "backoff", "round", "timeout", "interval")
+	opts, err := options(args, "backoff", "round", "timeout", "interval", "refresh", "rate", "workers", "min-round", "planner")
 	if err != nil {
 		return err
 	}
@@ -65,6 +67,16 @@ func (sc *scenario) start(args []string) error {
 			f.cfg.OperationTimeout, err = time.ParseDuration(v)
 		case "interval":
 			f.cfg.FullReconciliationInterval, err = time.ParseDuration(v)
+		case "refresh":
+			f.cfg.RefreshInterval, err = time.ParseDuration(v)
+		case "rate":
+			f.cfg.RefreshRate, err = strconv.ParseFloat(v, 64)
+		case "workers":
+			f.cfg.Workers, err = strconv.Atoi(v)
+		case "min-round":
+			f.cfg.MinRoundInterval, err = time.ParseDuration(v)
+		case "planner":
+			f.withPlanner()
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
@@ -186,6 +198,8 @@ func (sc *scenario) targetCommands() map[string]script.Cmd {
 		"panic": command("make the operations on the keys panic, until healed", "KEY...", nil, inject(reconcilertest.Fault{Panic: true})),
 		"hang": command("make the operations on the keys block until healed or their context ends", "KEY...", nil,
 			inject(reconcilertest.Fault{Block: true})),
+		"ignore-ctx": command("make the operations on the keys block until healed, ignoring their context", "KEY...", nil,
+			inject(reconcilertest.Fault{Block: true, IgnoreContext: true})),
 		"heal": command("clear the keys' faults; operations they block go on", "KEY...", nil, func(keys []string) error {
 			if len(keys) == 0 {
 				return script.ErrUsage
@@ -329,6 +343,26 @@ func (sc *scenario) expectCommands() map[string]script.Cmd {
 		"retries": command("the queued-retries gauge is N", "N", nil, func(args []string) error {
 			_, retries := f.metrics.read()
 			return expectGauge("queued retries", retries, args)
+		}),
+		"metrics": command("the counters and gauges named are these", "[drift=N] [pruned=N] [skipped=N] [stuck=N] [refresh-queue=N] [workers-max=N]", nil, func(args []string) error {
+			opts, err := options(args, "drift", "pruned", "skipped", "stuck", "refresh-queue", "workers-max")
+			if err != nil || len(opts) == 0 {
+				return errors.Join(script.ErrUsage, err)
+			}
+			m := f.metrics
+			m.mu.Lock()
+			got := map[string]int{"drift": m.drift, "pruned": m.pruned, "skipped": m.skipped, "stuck": m.stuck,
+				"refresh-queue": m.refresh, "workers-max": m.busyMax}
+			m.mu.Unlock()
+			for name, v := range opts {
+				if err := expectGauge(name, got[name], []string{v}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}),
+		"blocked": command("exactly N target operations are blocked by a fault right now", "N", nil, func(args []string) error {
+			return expectGauge("blocked operations", f.target.Blocked(), args)
 		}),
 		"errors": command("the errors gauge (objects failing) is N", "N", nil, func(args []string) error {
 			errs, _ := f.metrics.read()

@@ -28,6 +28,13 @@ type PrometheusMetrics struct {
 	retries      *prometheus.GaugeVec
 	fullDuration *prometheus.HistogramVec
 	pruneDur     *prometheus.HistogramVec
+	planDuration *prometheus.HistogramVec
+	drift        *prometheus.CounterVec
+	pruned       *prometheus.CounterVec
+	skipped      *prometheus.CounterVec
+	refreshQueue *prometheus.GaugeVec
+	workersBusy  *prometheus.GaugeVec
+	stuck        *prometheus.GaugeVec
 }
 
 var _ reconciler.Metrics = (*PrometheusMetrics)(nil)
@@ -55,14 +62,43 @@ func NewPrometheusMetrics(reg prometheus.Registerer) (*PrometheusMetrics, error)
 		}, with()),
 		fullDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: ns, Subsystem: sub, Name: "full_reconciliation_duration_seconds",
-			Help: "Duration of full reconciliations (prune and refresh).", Buckets: fullBuckets,
+			Help: "Duration of full reconciliations (prunes, plan included).", Buckets: fullBuckets,
 		}, with(labelResult)),
 		pruneDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: ns, Subsystem: sub, Name: "prune_duration_seconds",
 			Help: "Duration of Target.Prune.", Buckets: fullBuckets,
 		}, with(labelResult)),
+		planDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: ns, Subsystem: sub, Name: "plan_duration_seconds",
+			Help: "Duration of target plans (Planner targets), by operation.", Buckets: opBuckets,
+		}, with(labelOperation, labelResult)),
+		drift: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "drift_repaired_total",
+			Help: "Objects whose refresh found the real system changed and repaired it.",
+		}, with()),
+		pruned: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "pruned_total",
+			Help: "Leftovers removed from the real system by prunes.",
+		}, with()),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "skipped_total",
+			Help: "Operations not made because their plan was empty.",
+		}, with(labelOperation)),
+		refreshQueue: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: ns, Subsystem: sub, Name: "refresh_queue",
+			Help: "Done objects due for a refresh, waiting for the refresh rate.",
+		}, with()),
+		workersBusy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: ns, Subsystem: sub, Name: "workers_busy",
+			Help: "Workers running target operations.",
+		}, with()),
+		stuck: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: ns, Subsystem: sub, Name: "stuck_operations",
+			Help: "Abandoned target operations that have not returned.",
+		}, with()),
 	}
-	for _, c := range []prometheus.Collector{m.opDuration, m.opTotal, m.retries, m.fullDuration, m.pruneDur} {
+	for _, c := range []prometheus.Collector{m.opDuration, m.opTotal, m.retries, m.fullDuration, m.pruneDur,
+		m.planDuration, m.drift, m.pruned, m.skipped, m.refreshQueue, m.workersBusy, m.stuck} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -106,6 +142,41 @@ func (m *PrometheusMetrics) Errors(string, string, int) {}
 // QueuedRetries implements reconciler.Metrics.
 func (m *PrometheusMetrics) QueuedRetries(rec, table string, n int) {
 	m.retries.WithLabelValues(rec, table).Set(float64(n))
+}
+
+// PlanDone implements reconciler.Metrics.
+func (m *PrometheusMetrics) PlanDone(rec, table string, op reconciler.Operation, d time.Duration, err error) {
+	m.planDuration.WithLabelValues(rec, table, string(op), result(err)).Observe(d.Seconds())
+}
+
+// DriftRepaired implements reconciler.Metrics.
+func (m *PrometheusMetrics) DriftRepaired(rec, table string, n int) {
+	m.drift.WithLabelValues(rec, table).Add(float64(n))
+}
+
+// Pruned implements reconciler.Metrics.
+func (m *PrometheusMetrics) Pruned(rec, table string, n int) {
+	m.pruned.WithLabelValues(rec, table).Add(float64(n))
+}
+
+// Skipped implements reconciler.Metrics.
+func (m *PrometheusMetrics) Skipped(rec, table string, op reconciler.Operation, n int) {
+	m.skipped.WithLabelValues(rec, table, string(op)).Add(float64(n))
+}
+
+// RefreshQueue implements reconciler.Metrics.
+func (m *PrometheusMetrics) RefreshQueue(rec, table string, n int) {
+	m.refreshQueue.WithLabelValues(rec, table).Set(float64(n))
+}
+
+// WorkersBusy implements reconciler.Metrics.
+func (m *PrometheusMetrics) WorkersBusy(rec, table string, n int) {
+	m.workersBusy.WithLabelValues(rec, table).Set(float64(n))
+}
+
+// StuckOperations implements reconciler.Metrics.
+func (m *PrometheusMetrics) StuckOperations(rec, table string, n int) {
+	m.stuck.WithLabelValues(rec, table).Set(float64(n))
 }
 
 // NewStatusCollector returns a collector of the objects of table by status

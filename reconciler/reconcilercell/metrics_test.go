@@ -45,16 +45,17 @@ func TestPrometheusMetrics(t *testing.T) {
 	const full = `steadystate_reconciler_full_reconciliation_duration_seconds{reconciler="rec",result="ok",table="routes"}`
 	eventually(t, "a full reconciliation", func() bool { return gather(t, reg)[full] == 1 })
 
-	// b is refreshed (it is Done), bad is not (it waits for its retry,
-	// an hour away), a is gone.
+	// The prune refreshes nothing (refresh is by age, RefreshInterval);
+	// bad waits for its retry, an hour away; a is gone. No operation is
+	// running or stuck.
 	want := map[string]float64{
 		`steadystate_reconciler_operations_total{operation="update",reconciler="rec",result="ok",table="routes"}`:    2,
 		`steadystate_reconciler_operations_total{operation="update",reconciler="rec",result="error",table="routes"}`: 1,
 		`steadystate_reconciler_operations_total{operation="delete",reconciler="rec",result="ok",table="routes"}`:    1,
-		`steadystate_reconciler_operations_total{operation="refresh",reconciler="rec",result="ok",table="routes"}`:   1,
 		`steadystate_reconciler_operation_duration_seconds{operation="update",reconciler="rec",table="routes"}`:      3,
 		`steadystate_reconciler_operation_duration_seconds{operation="delete",reconciler="rec",table="routes"}`:      1,
-		`steadystate_reconciler_operation_duration_seconds{operation="refresh",reconciler="rec",table="routes"}`:     1,
+		`steadystate_reconciler_workers_busy{reconciler="rec",table="routes"}`:                                       0,
+		`steadystate_reconciler_stuck_operations{reconciler="rec",table="routes"}`:                                   0,
 		`steadystate_reconciler_queued_retries{reconciler="rec",table="routes"}`:                                     1,
 		`steadystate_reconciler_prune_duration_seconds{reconciler="rec",result="ok",table="routes"}`:                 1,
 		full: 1,

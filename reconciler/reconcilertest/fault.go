@@ -34,6 +34,11 @@ type Fault struct {
 	// then fail with its error. It cannot be combined with Err, Terminal
 	// or Panic.
 	Block bool
+	// IgnoreContext, with Block, makes the operations wait until the fault
+	// is cleared even when their context ends: a target that ignores its
+	// context, which the reconciler abandons after OperationTimeout. Clear
+	// the fault before the test ends, or the operation's goroutine leaks.
+	IgnoreContext bool
 }
 
 // fault is an injected Fault.
@@ -53,6 +58,7 @@ type outcome struct {
 	err    error
 	panics bool
 	block  <-chan struct{} // wait for this before going on
+	deaf   bool            // and ignore the context meanwhile
 }
 
 // errorFor returns the error an operation on key fails with.
@@ -95,8 +101,8 @@ func (t *Target[Obj]) InjectPrune(f Fault) (clear func()) {
 }
 
 func (t *Target[Obj]) inject(f *fault) func() {
-	if f.Times < 0 || (f.Block && (f.Err != nil || f.Terminal || f.Panic)) {
-		panic(fmt.Sprintf("reconcilertest: contradictory fault %+v: Block goes with Times only, and Times must not be negative", f.Fault))
+	if f.Times < 0 || (f.Block && (f.Err != nil || f.Terminal || f.Panic)) || (f.IgnoreContext && !f.Block) {
+		panic(fmt.Sprintf("reconcilertest: contradictory fault %+v: Block goes with Times and IgnoreContext only, IgnoreContext needs Block, and Times must not be negative", f.Fault))
 	}
 	f.left = f.Times
 	f.released = make(chan struct{})
@@ -174,7 +180,7 @@ func (t *Target[Obj]) hitLocked(op Op[Obj]) outcome {
 		}
 	}
 	if f.Block {
-		return outcome{block: f.released}
+		return outcome{block: f.released, deaf: f.IgnoreContext}
 	}
 	return outcome{err: f.errorFor(op.Key), panics: f.Panic}
 }

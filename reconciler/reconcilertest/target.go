@@ -126,6 +126,9 @@ func (t *Target[Obj]) apply(ctx context.Context, op Op[Obj], change func()) (err
 	}()
 	switch {
 	case out.block != nil:
+		if out.deaf {
+			ctx = context.WithoutCancel(ctx)
+		}
 		err = t.block(ctx, out.block)
 	case out.panics:
 		err = out.err

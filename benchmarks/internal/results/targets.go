@@ -15,6 +15,7 @@ const (
 	PkgRoutes   = module + "/examples/routes"
 	PkgIptables = module + "/examples/iptables"
 	PkgCilium   = module + "/benchmarks/cilium"
+	PkgRecon    = module + "/reconciler"
 )
 
 // Ref names one benchmark result.
@@ -124,6 +125,12 @@ var projectTargets = []Target{
 		Subject:  Ref{PkgScaling, "BenchmarkReconcile/objects=1000000", ""},
 		Baseline: &Ref{PkgScaling, "BenchmarkReconcile/objects=10000", ""},
 		Metrics:  []string{"ns/object"}, AtMost: true, Limit: 1.5, Unit: "x",
+	},
+	{
+		Name:     "reconciler Workers=16 vs Workers=1, target with 1 ms latency (objects/sec)",
+		Subject:  Ref{PkgRecon, "BenchmarkWorkers", "workers-16"},
+		Baseline: &Ref{PkgRecon, "BenchmarkWorkers", "workers-1"},
+		Metrics:  []string{"objects/sec"}, Limit: 10, Unit: "x",
 	},
 	{
 		Name:     "routes: 10k routes, reconciler time vs ip -batch",
