@@ -20,6 +20,7 @@ var corePackages = []string{
 	module + "/internal/...",
 	module + "/statedb",
 	module + "/reconciler",
+	module + "/reflector",
 }
 
 // forbidden are the import paths (and, ending in "/", path prefixes) that
@@ -31,6 +32,8 @@ var forbidden = []string{
 	"github.com/spf13/pflag",
 	"github.com/prometheus/",
 	"google.golang.org/protobuf/",
+	"google.golang.org/grpc", "google.golang.org/grpc/",
+	"go.etcd.io/etcd/",
 }
 
 func isForbidden(path string) bool {
@@ -119,7 +122,7 @@ func violations(roots []string, all map[string]pkg) []string {
 // (nor protobuf, which Prometheus brings).
 func TestCoreImportsNoGlue(t *testing.T) {
 	roots, all := list(t, corePackages...)
-	for _, want := range []string{module + "/index", module + "/internal/radix", module + "/statedb", module + "/reconciler"} {
+	for _, want := range []string{module + "/index", module + "/internal/radix", module + "/statedb", module + "/reconciler", module + "/reflector"} {
 		if !slices.Contains(roots, want) {
 			t.Fatalf("go list %v did not list %s (listed %v)", corePackages, want, roots)
 		}
