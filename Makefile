@@ -1,6 +1,10 @@
 # steadystate build, test and benchmark entry points.
 GO ?= go
 PKGS ?= ./...
+# The repository's other modules: the benchmarks (with the peers) and the
+# etcd source and status publisher (with gRPC and the etcd client), kept
+# apart so that the library's go.mod stays lean.
+MODULES = benchmarks etcd
 
 .PHONY: all build run test test-short fmt fmt-check lint bench bench-report bench-check bench-short bench-profile fuzz soak clean
 
@@ -8,6 +12,7 @@ all: build
 
 build:
 	$(GO) build $(PKGS)
+	for m in $(MODULES); do (cd $$m && $(GO) build ./...) || exit 1; done
 
 # run: the example agent on its sample desired state, in a private network
 # namespace (the host is not changed). Ctrl-C stops it.
@@ -15,10 +20,10 @@ run:
 	$(GO) run ./examples/agent run --desired examples/agent/desired.yaml
 
 # test: formatting and lint (vet, staticcheck), then every package's tests
-# under the race detector, in the library and in the benchmarks module.
+# under the race detector, in the library and in every other module.
 test: fmt-check lint
 	$(GO) test -race -count=1 $(PKGS)
-	cd benchmarks && $(GO) test -race -count=1 ./...
+	for m in $(MODULES); do (cd $$m && $(GO) test -race -count=1 ./...) || exit 1; done
 
 # fmt: rewrites every Go file of the repository with gofmt.
 fmt:
@@ -35,7 +40,7 @@ STATICCHECK = $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 lint:
 	$(GO) vet $(PKGS)
 	$(STATICCHECK) $(PKGS)
-	cd benchmarks && $(GO) vet ./... && $(STATICCHECK) ./...
+	for m in $(MODULES); do (cd $$m && $(GO) vet ./... && $(STATICCHECK) ./...) || exit 1; done
 
 # --- benchmarks (see BENCHMARKS.md) ---
 #

@@ -1,0 +1,90 @@
+// Package etcd takes a fleet's desired state from etcd and gives etcd each
+// node's status back: the source of a reflector (package reflector), the
+// writer of desired state (Apply), a status publisher kept alive by a
+// lease, and the fleet view computed from the nodes' statuses.
+//
+// It is a module of its own, so that the library's go.mod stays free of
+// gRPC and the etcd client.
+//
+// # Key layout
+//
+// Every key lives under a prefix (default DefaultPrefix). Desired objects
+// are kept per table and scope, where the scope is "all" (every node) or
+// "node/NAME" (one node), in generations:
+//
+//	PREFIX/desired/TABLE/SCOPE/current          the generation in force ("g000000000042")
+//	PREFIX/desired/TABLE/SCOPE/gen/GEN/NAME     an object of that generation (its value: the object)
+//	PREFIX/status/NODE                          a node's status (JSON), under the node's lease
+//
+// Apply stages a whole new generation, then flips the current pointer in
+// one transaction and deletes the old generation: etcd limits a
+// transaction to 128 operations, so a desired state of any size is written
+// in several, yet a reader sees the old or the new state whole, never a
+// mix. Where a fleet-wide and a node's own object share a name, the node's
+// wins.
+package etcd
+
+import (
+	"fmt"
+	"strings"
+)
+
+// DefaultPrefix is the default key prefix.
+const DefaultPrefix = "/steadystate/v1"
+
+// ScopeAll is the scope of the objects meant for every node.
+const ScopeAll = "all"
+
+// NodeScope returns the scope of the objects meant for node alone.
+func NodeScope(node string) string { return "node/" + node }
+
+// Layout names the keys under a prefix.
+type Layout struct {
+	Prefix string // without a trailing slash; "" means DefaultPrefix
+}
+
+func (l Layout) prefix() string {
+	if l.Prefix == "" {
+		return DefaultPrefix
+	}
+	return strings.TrimSuffix(l.Prefix, "/")
+}
+
+// Scope returns the key prefix of a table's scope: PREFIX/desired/TABLE/SCOPE/.
+func (l Layout) Scope(table, scope string) string {
+	return fmt.Sprintf("%s/desired/%s/%s/", l.prefix(), table, scope)
+}
+
+// Current returns the key of the generation in force of a table's scope.
+func (l Layout) Current(table, scope string) string { return l.Scope(table, scope) + "current" }
+
+// Generation returns the key prefix of a generation's objects.
+func (l Layout) Generation(table, scope, gen string) string {
+	return l.Scope(table, scope) + "gen/" + gen + "/"
+}
+
+// Status returns the key of a node's status.
+func (l Layout) Status(node string) string { return l.StatusPrefix() + node }
+
+// StatusPrefix returns the prefix of the nodes' status keys.
+func (l Layout) StatusPrefix() string { return l.prefix() + "/status/" }
+
+// genName formats generation n; the zero padding keeps them in order.
+func genName(n uint64) string { return fmt.Sprintf("g%012d", n) }
+
+// parseGen reads a generation name; 0 for none.
+func parseGen(s string) uint64 {
+	var n uint64
+	if _, err := fmt.Sscanf(s, "g%d", &n); err != nil {
+		return 0
+	}
+	return n
+}
+
+// checkName rejects names that would break the layout.
+func checkName(kind, s string) error {
+	if s == "" || strings.ContainsAny(s, "/\x00") {
+		return fmt.Errorf("%s %q: must be non-empty and contain no '/'", kind, s)
+	}
+	return nil
+}

@@ -1,0 +1,243 @@
+package etcd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// NodeStatus is a node's summary, kept in etcd under its lease.
+type NodeStatus struct {
+	Node string `json:"node"`
+	// Revision is the etcd revision of the desired state the node has
+	// reconciled: every change up to it was attempted.
+	Revision int64 `json:"revision"`
+	// Objects counts the node's desired objects by status kind ("Done",
+	// "Pending", "Error", ...).
+	Objects map[string]int `json:"objects,omitempty"`
+	// Errors are the latest failures, at most a few.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// Applied tells whether the node has applied the desired state of
+// revision rev: it reached it, and nothing is pending or failing.
+func (s NodeStatus) Applied(rev int64) bool {
+	return s.Revision >= rev && s.Objects["Pending"] == 0 && s.Objects["Refreshing"] == 0 && s.Objects["Error"] == 0
+}
+
+// ErrNodeTaken is wrapped by Publisher.Start's error when a live agent
+// already publishes the node's status: two agents may not share a node
+// name.
+var ErrNodeTaken = errors.New("node name in use by a live agent")
+
+// PublisherConfig configures a Publisher.
+type PublisherConfig struct {
+	Client *clientv3.Client
+	Layout Layout
+	Node   string
+	// TTL is the lease's: the status disappears this long after the
+	// agent stops keeping it alive (a crash). Default 10s.
+	TTL time.Duration
+	// MinInterval is the least time between two status writes: changes
+	// meanwhile coalesce into the next. Default 1s.
+	MinInterval time.Duration
+	Logger      *slog.Logger
+}
+
+// Publisher keeps a node's status in etcd: under a lease kept alive while
+// it runs, written only when it changed and at most once per MinInterval.
+type Publisher struct {
+	cfg   PublisherConfig
+	key   string
+	lease clientv3.LeaseID
+
+	mu      sync.Mutex
+	latest  []byte // the status to write
+	written []byte // the status last written
+	wake    chan struct{}
+	writes  int
+	done    chan struct{}
+	cancel  context.CancelFunc
+}
+
+// StartPublisher grants the lease, claims the node's status key (failing
+// with ErrNodeTaken if a live agent holds it) with the initial status, and
+// keeps both alive until Stop.
+func StartPublisher(ctx context.Context, cfg PublisherConfig, initial NodeStatus) (*Publisher, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("etcd publisher: client is nil")
+	}
+	if err := checkName("node", cfg.Node); err != nil {
+		return nil, fmt.Errorf("etcd publisher: %w", err)
+	}
+	if cfg.TTL == 0 {
+		cfg.TTL = 10 * time.Second
+	}
+	if cfg.MinInterval == 0 {
+		cfg.MinInterval = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	initial.Node = cfg.Node
+	data, err := json.Marshal(initial)
+	if err != nil {
+		return nil, err
+	}
+	lease, err := cfg.Client.Grant(ctx, int64(max(cfg.TTL/time.Second, 1)))
+	if err != nil {
+		return nil, fmt.Errorf("etcd publisher: granting a lease: %w", err)
+	}
+	key := cfg.Layout.Status(cfg.Node)
+	claim, err := cfg.Client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(data), clientv3.WithLease(lease.ID))).Commit()
+	if err == nil && !claim.Succeeded {
+		err = fmt.Errorf("%w: %s exists (another agent runs as %q; it goes when its lease expires)", ErrNodeTaken, key, cfg.Node)
+	}
+	if err != nil {
+		cfg.Client.Revoke(context.WithoutCancel(ctx), lease.ID)
+		return nil, fmt.Errorf("etcd publisher: %w", err)
+	}
+	keep, err := cfg.Client.KeepAlive(context.WithoutCancel(ctx), lease.ID)
+	if err != nil {
+		cfg.Client.Revoke(context.WithoutCancel(ctx), lease.ID)
+		return nil, fmt.Errorf("etcd publisher: keeping the lease alive: %w", err)
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	p := &Publisher{cfg: cfg, key: key, lease: lease.ID, latest: data, written: data, writes: 1,
+		wake: make(chan struct{}, 1), done: make(chan struct{}), cancel: cancel}
+	go p.run(runCtx, keep)
+	return p, nil
+}
+
+// Publish sets the status to write; it returns at once.
+func (p *Publisher) Publish(st NodeStatus) {
+	st.Node = p.cfg.Node
+	data, err := json.Marshal(st)
+	if err != nil {
+		p.cfg.Logger.Error("Cannot encode the node status", "error", err)
+		return
+	}
+	p.mu.Lock()
+	p.latest = data
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Writes returns how many times the status was written (the claim
+// included).
+func (p *Publisher) Writes() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.writes
+}
+
+// Stop ends the publisher and revokes the lease: the status disappears at
+// once (a crashed agent's disappears when its lease expires).
+func (p *Publisher) Stop(ctx context.Context) error {
+	p.cancel()
+	<-p.done
+	_, err := p.cfg.Client.Revoke(ctx, p.lease)
+	return err
+}
+
+// run writes the latest status when it changed, at most once per
+// MinInterval, and drains the lease's keep-alive answers.
+func (p *Publisher) run(ctx context.Context, keep <-chan *clientv3.LeaseKeepAliveResponse) {
+	defer close(p.done)
+	var last time.Time
+	var timer <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-keep:
+			if !ok {
+				p.cfg.Logger.Warn("The status lease is no longer kept alive", "node", p.cfg.Node)
+				keep = nil
+			}
+			continue
+		case <-p.wake:
+		case <-timer:
+			timer = nil
+		}
+		if timer != nil {
+			continue // a write is already scheduled
+		}
+		if wait := p.cfg.MinInterval - time.Since(last); wait > 0 {
+			timer = time.After(wait)
+			continue
+		}
+		p.mu.Lock()
+		data, same := p.latest, bytes.Equal(p.latest, p.written)
+		p.mu.Unlock()
+		if same {
+			continue
+		}
+		if _, err := p.cfg.Client.Put(ctx, p.key, string(data), clientv3.WithLease(p.lease)); err != nil {
+			if ctx.Err() == nil {
+				p.cfg.Logger.Warn("Writing the node status failed", "error", err)
+				timer = time.After(p.cfg.MinInterval)
+			}
+			continue
+		}
+		last = time.Now()
+		p.mu.Lock()
+		p.written = data
+		p.writes++
+		p.mu.Unlock()
+	}
+}
+
+// View is the fleet as its nodes report it.
+type View struct {
+	Nodes    []NodeStatus // live nodes, by name
+	Revision int64        // etcd revision the view was read at
+}
+
+// Fleet reads every live node's status.
+func Fleet(ctx context.Context, c *clientv3.Client, l Layout) (View, error) {
+	resp, err := c.Get(ctx, l.StatusPrefix(), clientv3.WithPrefix())
+	if err != nil {
+		return View{}, fmt.Errorf("reading %s: %w", l.StatusPrefix(), err)
+	}
+	v := View{Revision: resp.Header.Revision}
+	for _, kv := range resp.Kvs {
+		var st NodeStatus
+		if err := json.Unmarshal(kv.Value, &st); err != nil {
+			return View{}, fmt.Errorf("status %s: %w", kv.Key, err)
+		}
+		v.Nodes = append(v.Nodes, st)
+	}
+	slices.SortFunc(v.Nodes, func(a, b NodeStatus) int { return strings.Compare(a.Node, b.Node) })
+	return v, nil
+}
+
+// Applied returns how many of the live nodes have applied the desired
+// state of revision rev, and how many live nodes there are.
+func (v View) Applied(rev int64) (n, of int) {
+	for _, s := range v.Nodes {
+		if s.Applied(rev) {
+			n++
+		}
+	}
+	return n, len(v.Nodes)
+}
+
+// Summary says "applied on N of M nodes at revision R".
+func (v View) Summary(rev int64) string {
+	n, m := v.Applied(rev)
+	return fmt.Sprintf("applied on %d of %d nodes at revision %d", n, m, rev)
+}
