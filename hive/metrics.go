@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -33,31 +34,106 @@ func (def MetricsConfig) Flags(fs *pflag.FlagSet) {
 // MetricsServer is a module that serves the hive's Prometheus registry at
 // /metrics and its health tree as JSON at /healthz over HTTP, when
 // --metrics-addr is set. It provides *MetricsEndpoint.
+//
+// It is the hive's one HTTP server: other cells add handlers to it
+// (HTTPHandler) and listeners to serve them on, such as a unix socket
+// (HTTPListener), by providing them with HTTPOut. It then runs when
+// --metrics-addr is set or some cell added a listener, and serves every
+// handler on every listener, with one lifecycle: it listens at start (a
+// listener that fails fails the start), and at stop shuts down, ending
+// requests still in flight (their contexts are cancelled, so streams end).
 var MetricsServer = cell.Module("metrics", "Prometheus metrics and health over HTTP",
 	cell.Config(MetricsConfig{}),
 	cell.Provide(newMetricsEndpoint),
 	cell.Invoke(func(*MetricsEndpoint) {}),
 )
 
-// MetricsEndpoint is the running metrics server.
-type MetricsEndpoint struct {
-	cfg  MetricsConfig
-	reg  *prometheus.Registry
-	tree *health.Tree
-	log  *slog.Logger
-
-	mu   sync.Mutex
-	ln   net.Listener
-	srv  *http.Server
-	done chan struct{}
+// HTTPHandler is a handler that a cell adds to the hive's HTTP server (see
+// MetricsServer), beside /metrics and /healthz.
+type HTTPHandler struct {
+	// Pattern is an http.ServeMux pattern, such as "GET /status" or
+	// "/statedb/". A pattern that conflicts with another fails the hive's
+	// construction.
+	Pattern string
+	Handler http.Handler
 }
 
-func newMetricsEndpoint(cfg MetricsConfig, lc cell.Lifecycle, reg *prometheus.Registry, tree *health.Tree, log *slog.Logger) *MetricsEndpoint {
-	e := &MetricsEndpoint{cfg: cfg, reg: reg, tree: tree, log: log}
-	if cfg.MetricsAddr != "" {
-		lc.Append(e)
+// HTTPListener is a listener that a cell adds to the hive's HTTP server
+// (see MetricsServer): the server serves all its handlers on it too.
+type HTTPListener struct {
+	// Name names the listener in errors and logs, e.g. "status socket".
+	Name string
+	// Listen opens the listener when the server starts; the server closes
+	// it when it stops.
+	Listen func(ctx context.Context) (net.Listener, error)
+}
+
+// HTTPOut is what a constructor returns to add handlers and listeners to
+// the hive's HTTP server: embed it, or return it as is.
+type HTTPOut struct {
+	cell.Out
+
+	Handlers  []HTTPHandler  `group:"hive-http-handlers,flatten"`
+	Listeners []HTTPListener `group:"hive-http-listeners,flatten"`
+}
+
+// MetricsEndpoint is the running metrics server.
+type MetricsEndpoint struct {
+	cfg       MetricsConfig
+	reg       *prometheus.Registry
+	tree      *health.Tree
+	log       *slog.Logger
+	mux       *http.ServeMux
+	listeners []HTTPListener
+
+	mu     sync.Mutex
+	ln     net.Listener // the --metrics-addr listener
+	srv    *http.Server
+	served sync.WaitGroup // one Serve per listener
+}
+
+type endpointParams struct {
+	cell.In
+
+	Config    MetricsConfig
+	Lifecycle cell.Lifecycle
+	Registry  *prometheus.Registry
+	Tree      *health.Tree
+	Log       *slog.Logger
+	Handlers  []HTTPHandler  `group:"hive-http-handlers"`
+	Listeners []HTTPListener `group:"hive-http-listeners"`
+}
+
+func newMetricsEndpoint(p endpointParams) (*MetricsEndpoint, error) {
+	e := &MetricsEndpoint{cfg: p.Config, reg: p.Registry, tree: p.Tree, log: p.Log, listeners: p.Listeners}
+	mux, err := e.newMux(p.Handlers)
+	if err != nil {
+		return nil, err
 	}
-	return e
+	e.mux = mux
+	if p.Config.MetricsAddr != "" || len(p.Listeners) > 0 {
+		p.Lifecycle.Append(e)
+	}
+	return e, nil
+}
+
+// newMux builds the server's handlers; a conflicting pattern is an error
+// (http.ServeMux panics on one).
+func (e *MetricsEndpoint) newMux(handlers []HTTPHandler) (mux *http.ServeMux, err error) {
+	mux = http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(e.reg, promhttp.HandlerOpts{Registry: e.reg}))
+	mux.HandleFunc("/healthz", e.serveHealth)
+	for _, h := range handlers {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					err = errors.Join(err, fmt.Errorf("hive HTTP server: handler %q: %v", h.Pattern, r))
+				}
+			}()
+			mux.Handle(h.Pattern, h.Handler)
+		}()
+	}
+	return mux, err
 }
 
 // Addr returns the address the server listens on, or "" when it is off or
@@ -72,37 +148,70 @@ func (e *MetricsEndpoint) Addr() string {
 }
 
 // HookName implements cell.HookNamer.
-func (e *MetricsEndpoint) HookName() string { return "metrics server " + e.cfg.MetricsAddr }
+func (e *MetricsEndpoint) HookName() string {
+	name := "metrics server"
+	if e.cfg.MetricsAddr != "" {
+		name += " " + e.cfg.MetricsAddr
+	}
+	for _, l := range e.listeners {
+		name += ", " + l.Name
+	}
+	return name
+}
 
-// Start listens (so a bad address fails the start) and serves in the
-// background.
+// Start opens --metrics-addr (if set) and every added listener, so that
+// a bad address fails the start, and serves on each in the background.
 func (e *MetricsEndpoint) Start(ctx context.Context) error {
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", e.cfg.MetricsAddr)
-	if err != nil {
+	var lns []net.Listener
+	fail := func(err error) error {
+		for _, ln := range lns {
+			ln.Close()
+		}
 		return err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(e.reg, promhttp.HandlerOpts{Registry: e.reg}))
-	mux.HandleFunc("/healthz", e.serveHealth)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	done := make(chan struct{})
-	e.mu.Lock()
-	e.ln, e.srv, e.done = ln, srv, done
-	e.mu.Unlock()
-	go func() {
-		defer close(done)
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			e.log.Error("Metrics server failed", "error", err)
+	var metricsLn net.Listener
+	if e.cfg.MetricsAddr != "" {
+		ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", e.cfg.MetricsAddr)
+		if err != nil {
+			return err
 		}
-	}()
-	e.log.Info("Serving metrics", "addr", ln.Addr().String())
+		metricsLn = ln
+		lns = append(lns, ln)
+	}
+	for _, l := range e.listeners {
+		ln, err := l.Listen(ctx)
+		if err != nil {
+			return fail(fmt.Errorf("%s: %w", l.Name, err))
+		}
+		lns = append(lns, ln)
+	}
+	base, cancel := context.WithCancel(context.Background())
+	srv := &http.Server{
+		Handler:           e.mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return base },
+	}
+	// Requests still running when Shutdown starts (streams, say) see their
+	// context cancelled, so that Stop does not wait for them.
+	srv.RegisterOnShutdown(cancel)
+	e.mu.Lock()
+	e.ln, e.srv = metricsLn, srv
+	e.mu.Unlock()
+	for _, ln := range lns {
+		e.served.Go(func() {
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				e.log.Error("HTTP server failed", "addr", ln.Addr().String(), "error", err)
+			}
+		})
+		e.log.Info("HTTP server listening", "addr", ln.Addr().String())
+	}
 	return nil
 }
 
 // Stop shuts the server down and waits for it.
 func (e *MetricsEndpoint) Stop(ctx context.Context) error {
 	e.mu.Lock()
-	srv, done := e.srv, e.done
+	srv := e.srv
 	e.mu.Unlock()
 	if srv == nil {
 		return nil
@@ -111,7 +220,7 @@ func (e *MetricsEndpoint) Stop(ctx context.Context) error {
 	if err != nil {
 		_ = srv.Close()
 	}
-	<-done
+	e.served.Wait()
 	return err
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/steadystate/steadystate/examples/internal/netnstest"
 	"github.com/steadystate/steadystate/examples/internal/netnsutil"
 )
 
@@ -69,15 +70,21 @@ func buildAgent(t *testing.T) string {
 	return builtBin
 }
 
-func startAgent(t *testing.T, bin, desired string) *agentProc {
+// startAgent starts `agent run` on desired in its sandbox, or with extra
+// arguments (such as --netns NAME) in ns.
+func startAgent(t *testing.T, bin, desired string, ns netnsutil.NS, extra ...string) *agentProc {
 	t.Helper()
 	a := &agentProc{t: t, bin: bin, socket: filepath.Join(t.TempDir(), "agent.sock"), out: &syncBuffer{}}
-	a.cmd = exec.Command(bin, "run", "--desired", desired, "--socket", a.socket, "--reload-interval", "100ms", "--full-reconciliation-interval", "300ms")
+	args := []string{"run", "--desired", desired, "--socket", a.socket, "--reload-interval", "100ms", "--full-reconciliation-interval", "300ms", "--refresh-interval", "300ms"}
+	a.cmd = exec.Command(bin, append(args, extra...)...)
 	a.cmd.Stdout, a.cmd.Stderr = a.out, a.out
 	if err := a.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	a.ns = netnsutil.NS(fmt.Sprintf("/var/run/netns/steadystate-agent-%d", a.cmd.Process.Pid))
+	a.ns = ns
+	if ns == "" {
+		a.ns = netnsutil.NS(fmt.Sprintf("/var/run/netns/steadystate-agent-%d", a.cmd.Process.Pid))
+	}
 	t.Cleanup(func() {
 		if a.cmd.ProcessState == nil {
 			a.cmd.Process.Kill()
@@ -107,6 +114,17 @@ func (a *agentProc) status() (*statusReport, error) {
 		return nil, fmt.Errorf("%v: %s", err, out)
 	}
 	return &r, nil
+}
+
+// writeFile replaces path with data at once (write a temporary file,
+// rename it over path), so the agent never reads a half-written file.
+func writeFile(t *testing.T, path string, data []byte, perm os.FileMode) error {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, perm); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // waitFor polls cond (every 100ms, up to 30s) until it returns nil.
@@ -183,15 +201,15 @@ rules:
 // TestAgentEndToEnd runs the built agent in its default sandbox: apply a
 // file, edit it, break it, stop the agent.
 func TestAgentEndToEnd(t *testing.T) {
-	netnsutil.RequireRoot(t)
-	netnsutil.RequireCommand(t, "iptables-restore")
+	netnstest.RequireRoot(t)
+	netnstest.RequireCommand(t, "iptables-restore")
 	bin := buildAgent(t)
 	desired := filepath.Join(t.TempDir(), "desired.yaml")
-	if err := os.WriteFile(desired, []byte(desiredV1), 0o644); err != nil {
+	if err := writeFile(t, desired, []byte(desiredV1), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	hostForward, _ := os.ReadFile("/proc/sys/net/ipv4/ip_forward")
-	a := startAgent(t, bin, desired)
+	a := startAgent(t, bin, desired, "")
 
 	waitFor(t, "everything Done", func() error {
 		r, err := a.status()
@@ -254,7 +272,7 @@ func TestAgentEndToEnd(t *testing.T) {
 	}
 
 	// Edit the file: a route goes, one comes, a rule changes.
-	if err := os.WriteFile(desired, []byte(desiredV2), 0o644); err != nil {
+	if err := writeFile(t, desired, []byte(desiredV2), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the edit applied", func() error {
@@ -280,7 +298,7 @@ func TestAgentEndToEnd(t *testing.T) {
 	})
 
 	// A broken file is reported and changes nothing.
-	if err := os.WriteFile(desired, []byte("routes:\n  - prefix: 10.0.0.0/33\n    type: blackhole\n"), 0o644); err != nil {
+	if err := writeFile(t, desired, []byte("routes:\n  - prefix: 10.0.0.0/33\n    type: blackhole\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "Degraded health naming the file", func() error {
@@ -288,9 +306,9 @@ func TestAgentEndToEnd(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		h, ok := findHealth(healthLike(r.Health), "agent.desired.load-desired")
+		h, ok := findHealth(healthLike(r.Health), "agent.desired.desired-file")
 		if !ok {
-			return fmt.Errorf("no health scope agent.desired.load-desired in %+v", r.Health)
+			return fmt.Errorf("no health scope agent.desired.desired-file in %+v", r.Health)
 		}
 		if h.Level != "Degraded" || !strings.Contains(h.Message+h.Error, desired) {
 			return fmt.Errorf("loader health = %+v", h)
@@ -326,8 +344,8 @@ func TestAgentEndToEnd(t *testing.T) {
 // network namespace (kernel.*) would change the whole machine, so it is an
 // Error on its object and the host keeps its value.
 func TestSandboxKeepsHostSysctls(t *testing.T) {
-	netnsutil.RequireRoot(t)
-	netnsutil.RequireCommand(t, "iptables-restore")
+	netnstest.RequireRoot(t)
+	netnstest.RequireCommand(t, "iptables-restore")
 	bin := buildAgent(t)
 	before, err := os.ReadFile("/proc/sys/kernel/domainname")
 	if err != nil {
@@ -335,10 +353,10 @@ func TestSandboxKeepsHostSysctls(t *testing.T) {
 	}
 	desired := filepath.Join(t.TempDir(), "desired.yaml")
 	file := "sysctls:\n  - name: kernel.domainname\n    value: steadystate-test\n  - name: net.ipv4.ip_forward\n    value: \"1\"\n"
-	if err := os.WriteFile(desired, []byte(file), 0o644); err != nil {
+	if err := writeFile(t, desired, []byte(file), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	a := startAgent(t, bin, desired)
+	a := startAgent(t, bin, desired, "")
 	waitFor(t, "kernel.domainname in Error, ip_forward Done", func() error {
 		r, err := a.status()
 		if err != nil {

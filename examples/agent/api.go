@@ -9,22 +9,24 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"time"
 
 	"github.com/steadystate/steadystate/examples/iptables"
 	"github.com/steadystate/steadystate/examples/routes"
 	"github.com/steadystate/steadystate/examples/sysctl"
+	"github.com/steadystate/steadystate/hive"
 	"github.com/steadystate/steadystate/hive/cell"
 	"github.com/steadystate/steadystate/hive/health"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/statedb"
 )
 
-// The status API, on a unix socket:
+// The status API, on a unix socket (--socket), served by the hive's HTTP
+// server (hive.MetricsServer) with its lifecycle, beside its own handlers:
 //
 //	GET /status        statusReport: the health tree and per-table counts
-//	GET /health        the health tree
 //	GET /statedb/...   the statedb inspection API (see statedb.NewHTTPHandler)
+//	GET /healthz       the health tree (the hive's)
+//	GET /metrics       Prometheus metrics (the hive's)
 
 // statusReport is the answer of GET /status.
 type statusReport struct {
@@ -50,48 +52,38 @@ func countByStatus[Obj any](txn statedb.ReadTxn, t statedb.Table[Obj], getStatus
 type apiParams struct {
 	cell.In
 
-	Config    AgentConfig
-	DB        *statedb.DB
-	Health    *health.Tree
-	Lifecycle cell.Lifecycle
-	Log       *slog.Logger
-	Sysctls   statedb.Table[*sysctl.Sysctl]
-	Routes    statedb.Table[*routes.Route]
-	Rules     statedb.Table[*iptables.Rule]
+	Config  AgentConfig
+	DB      *statedb.DB
+	Health  *health.Tree
+	Log     *slog.Logger
+	Sysctls statedb.Table[*sysctl.Sysctl]
+	Routes  statedb.Table[*routes.Route]
+	Rules   statedb.Table[*iptables.Rule]
 }
 
-// apiServer serves the status API.
-type apiServer struct {
-	p   apiParams
-	srv *http.Server
-	ln  net.Listener
-	err chan error
-}
-
-func newAPIServer(p apiParams) *apiServer {
-	s := &apiServer{p: p}
-	mux := http.NewServeMux()
-	mux.Handle("/statedb/", http.StripPrefix("/statedb", statedb.NewHTTPHandler(p.DB)))
-	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, p.Health.Snapshot())
-	})
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, s.report())
-	})
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	p.Lifecycle.Append(s)
-	return s
-}
-
-func (s *apiServer) report() statusReport {
-	txn := s.p.DB.ReadTxn()
-	return statusReport{
-		Health: s.p.Health.Snapshot(),
-		Tables: []tableStatus{
-			countByStatus(txn, s.p.Sysctls, (*sysctl.Sysctl).GetStatus),
-			countByStatus(txn, s.p.Routes, (*routes.Route).GetStatus),
-			countByStatus(txn, s.p.Rules, (*iptables.Rule).GetStatus),
+// newAPI adds the status API's handlers and its socket to the hive's HTTP
+// server.
+func newAPI(p apiParams) hive.HTTPOut {
+	report := func(w http.ResponseWriter, _ *http.Request) {
+		txn := p.DB.ReadTxn()
+		writeJSON(w, statusReport{
+			Health: p.Health.Snapshot(),
+			Tables: []tableStatus{
+				countByStatus(txn, p.Sysctls, (*sysctl.Sysctl).GetStatus),
+				countByStatus(txn, p.Routes, (*routes.Route).GetStatus),
+				countByStatus(txn, p.Rules, (*iptables.Rule).GetStatus),
+			},
+		})
+	}
+	return hive.HTTPOut{
+		Handlers: []hive.HTTPHandler{
+			{Pattern: "GET /status", Handler: http.HandlerFunc(report)},
+			{Pattern: "/statedb/", Handler: http.StripPrefix("/statedb", statedb.NewHTTPHandler(p.DB))},
 		},
+		Listeners: []hive.HTTPListener{{
+			Name:   "status API socket " + p.Config.Socket,
+			Listen: func(ctx context.Context) (net.Listener, error) { return listenSocket(ctx, p.Config.Socket, p.Log) },
+		}},
 	}
 }
 
@@ -100,43 +92,21 @@ func writeJSON(w http.ResponseWriter, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// HookName names the hook in the cell tree and in errors.
-func (s *apiServer) HookName() string { return "status-api" }
-
-// Start listens on the socket (replacing a stale socket file) and serves.
-func (s *apiServer) Start(context.Context) error {
-	path := s.p.Config.Socket
+// listenSocket listens on the unix socket path, replacing a stale socket
+// file but refusing one where another agent answers. The listener removes
+// the file when it is closed.
+func listenSocket(ctx context.Context, path string, log *slog.Logger) (net.Listener, error) {
 	if conn, err := net.Dial("unix", path); err == nil {
 		conn.Close()
-		return fmt.Errorf("--socket %s: another agent is serving there", path)
+		return nil, fmt.Errorf("--socket %s: another agent is serving there", path)
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("--socket %s: removing stale socket: %w", path, err)
+		return nil, fmt.Errorf("--socket %s: removing stale socket: %w", path, err)
 	}
-	ln, err := net.Listen("unix", path)
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "unix", path)
 	if err != nil {
-		return fmt.Errorf("--socket %s: %w", path, err)
+		return nil, fmt.Errorf("--socket %s: %w", path, err)
 	}
-	s.ln = ln
-	s.err = make(chan error, 1)
-	go func() { s.err <- s.srv.Serve(ln) }()
-	s.p.Log.Info("Status API listening", "socket", path)
-	return nil
-}
-
-// Stop closes the server (streams included) and removes the socket.
-func (s *apiServer) Stop(ctx context.Context) error {
-	// Streams (db watch) never end by themselves: give requests in flight
-	// a moment, then close what is left.
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	var err error
-	if s.srv.Shutdown(ctx) != nil {
-		err = s.srv.Close()
-	}
-	if srvErr := <-s.err; srvErr != nil && !errors.Is(srvErr, http.ErrServerClosed) {
-		err = errors.Join(err, srvErr)
-	}
-	os.Remove(s.p.Config.Socket)
-	return err
+	log.Info("Status API listening", "socket", path)
+	return ln, nil
 }

@@ -7,10 +7,12 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/steadystate/steadystate/hive"
 )
 
-// AgentConfig is the agent's configuration (flags of `agent run`, or
-// environment variables AGENT_DESIRED etc.).
+// AgentConfig is the agent's configuration: flags of `agent run`, or
+// environment variables STEADYSTATE_AGENT_DESIRED etc.
 type AgentConfig struct {
 	// Desired is the desired-state file (YAML, or JSON if it ends in .json).
 	Desired string
@@ -22,11 +24,22 @@ type AgentConfig struct {
 	Socket string
 	// ReloadInterval is how often the desired file is checked for changes.
 	ReloadInterval time.Duration
-	// FullReconciliationInterval is how often each reconciler runs a full
-	// reconciliation (prune what is not desired, repair drift); the first
-	// runs right after the first load.
+	// FullReconciliationInterval is how often each reconciler prunes (what
+	// its target owns and is not desired goes); the first runs right after
+	// the first load.
 	FullReconciliationInterval time.Duration
+	// RefreshInterval is the age after which an applied object is applied
+	// again, which repairs drift (a route deleted by hand, a sysctl
+	// changed).
+	RefreshInterval time.Duration
 }
+
+// DefaultRefreshInterval is the default of --refresh-interval.
+const DefaultRefreshInterval = 10 * time.Minute
+
+// envSocket is the environment variable of --socket, which the client
+// commands read too.
+var envSocket = hive.EnvName(envPrefix, "socket")
 
 // defaultConfig is what `agent run` uses without flags.
 func defaultConfig() AgentConfig {
@@ -35,9 +48,12 @@ func defaultConfig() AgentConfig {
 		NetNS:          netnsSandbox,
 		Socket:         defaultSocket(),
 		ReloadInterval: time.Second,
-		// Drift (someone changing a route or rule behind the agent's back)
-		// is repaired within a minute.
+		// Leftovers are pruned within a minute.
 		FullReconciliationInterval: time.Minute,
+		// Drift (someone changing a route or rule behind the agent's back)
+		// is repaired within ten minutes, by refreshing objects at a
+		// limited rate rather than all at once.
+		RefreshInterval: DefaultRefreshInterval,
 	}
 }
 
@@ -47,7 +63,8 @@ func (def AgentConfig) Flags(fs *pflag.FlagSet) {
 	fs.String("netns", def.NetNS, `network namespace to manage: "sandbox" (private, removed at exit), "host" (root only) or an existing namespace's name`)
 	fs.String("socket", def.Socket, "unix socket of the status API")
 	fs.Duration("reload-interval", def.ReloadInterval, "how often to check the desired file for changes")
-	fs.Duration("full-reconciliation-interval", def.FullReconciliationInterval, "how often to prune what is not desired and repair drift (the first runs after the first load)")
+	fs.Duration("full-reconciliation-interval", def.FullReconciliationInterval, "how often to prune what the agent applied and is no longer desired (the first runs after the first load)")
+	fs.Duration("refresh-interval", def.RefreshInterval, "age after which an applied object is applied again, repairing drift")
 }
 
 // Validate implements the config check of hive.
@@ -63,6 +80,9 @@ func (c AgentConfig) Validate() error {
 	}
 	if c.FullReconciliationInterval <= 0 {
 		return fmt.Errorf("--full-reconciliation-interval: must be positive, got %v", c.FullReconciliationInterval)
+	}
+	if c.RefreshInterval <= 0 {
+		return fmt.Errorf("--refresh-interval: must be positive, got %v", c.RefreshInterval)
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"time"
 
 	"github.com/steadystate/steadystate/examples/iptables"
 	"github.com/steadystate/steadystate/examples/routes"
@@ -27,6 +26,7 @@ type loader struct {
 	routes  statedb.RWTable[*routes.Route]
 	rules   statedb.RWTable[*iptables.Rule]
 	log     *slog.Logger
+	health  cell.Health // the scope "desired-file": the file's state
 
 	initDone []func(statedb.WriteTxn) // until the first good load
 	lastSum  [sha256.Size]byte
@@ -42,13 +42,18 @@ type loaderParams struct {
 	Routes  statedb.RWTable[*routes.Route]
 	Rules   statedb.RWTable[*iptables.Rule]
 	Jobs    job.Group
+	Health  cell.Health
 	Log     *slog.Logger
 }
 
 // registerLoader registers an initializer on each table, so that nothing is
-// pruned before the first good load, and starts the loader job.
+// pruned before the first good load, and adds the loader as a timer job
+// that reads the file at start and then every --reload-interval. The
+// file's state (loaded, or rejected and why) is the health scope
+// "desired-file" of the module.
 func registerLoader(p loaderParams) error {
-	l := &loader{cfg: p.Config, db: p.DB, sysctls: p.Sysctls, routes: p.Routes, rules: p.Rules, log: p.Log}
+	l := &loader{cfg: p.Config, db: p.DB, sysctls: p.Sysctls, routes: p.Routes, rules: p.Rules, log: p.Log,
+		health: p.Health.NewScope("desired-file")}
 	wtxn := p.DB.WriteTxn(p.Sysctls, p.Routes, p.Rules)
 	l.initDone = []func(statedb.WriteTxn){
 		p.Sysctls.RegisterInitializer(wtxn, "desired-file"),
@@ -56,33 +61,25 @@ func registerLoader(p loaderParams) error {
 		p.Rules.RegisterInitializer(wtxn, "desired-file"),
 	}
 	wtxn.Commit()
-	return p.Jobs.Add(job.OneShot("load-desired", l.run))
-}
-
-func (l *loader) run(ctx context.Context, health cell.Health) error {
-	t := time.NewTicker(l.cfg.ReloadInterval)
-	defer t.Stop()
-	for {
-		l.loadIfChanged(health)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	first := job.NewTrigger()
+	first.Trigger() // the first load as soon as the job starts
+	return p.Jobs.Add(job.Timer("load-desired", l.loadIfChanged, l.cfg.ReloadInterval, job.WithTrigger(first)))
 }
 
 // loadIfChanged reads the file and, if it changed, applies it. A file that
-// cannot be read, parsed or validated is reported and changes nothing.
-func (l *loader) loadIfChanged(health cell.Health) {
+// cannot be read, parsed or validated is reported (in the log once, and in
+// the health scope as long as it stays) and changes nothing. The job
+// itself never fails.
+func (l *loader) loadIfChanged(context.Context) error {
+	health := l.health
 	data, err := os.ReadFile(l.cfg.Desired)
 	if err != nil {
 		l.reject(health, fmt.Errorf("reading desired state: %w", err))
-		return
+		return nil
 	}
 	sum := sha256.Sum256(data)
 	if sum == l.lastSum && l.initDone == nil {
-		return
+		return nil
 	}
 	f, err := decodeDesired(l.cfg.Desired, data)
 	if err == nil {
@@ -91,17 +88,18 @@ func (l *loader) loadIfChanged(health cell.Health) {
 	if err != nil {
 		l.reject(health, err)
 		l.lastSum = sum // report once per version of the file
-		return
+		return nil
 	}
 	changed, err := l.apply(f)
 	if err != nil {
 		l.reject(health, fmt.Errorf("%s: applying: %w", l.cfg.Desired, err))
-		return
+		return nil
 	}
 	l.lastSum, l.lastErr = sum, ""
 	msg := fmt.Sprintf("loaded %s: %d sysctls, %d routes, %d rules", l.cfg.Desired, len(f.Sysctls), len(f.Routes), len(f.Rules))
 	health.OK(msg)
 	l.log.Info("Desired state loaded", "file", l.cfg.Desired, "sysctls", len(f.Sysctls), "routes", len(f.Routes), "rules", len(f.Rules), "changed", changed)
+	return nil
 }
 
 func (l *loader) reject(health cell.Health, err error) {

@@ -3,22 +3,36 @@ package main
 import (
 	"log/slog"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/steadystate/steadystate/examples/internal/netnsutil"
 	"github.com/steadystate/steadystate/hive"
+	"github.com/steadystate/steadystate/hive/cell"
 )
 
-// envPrefix prefixes the environment variables that set `agent run` flags:
-// AGENT_DESIRED, AGENT_NETNS, ...
-const envPrefix = "AGENT"
+// envPrefix prefixes the environment variables that set `agent run` flags
+// (STEADYSTATE_AGENT_DESIRED, STEADYSTATE_AGENT_NETNS, ...; see
+// hive.EnvName), and every other variable of the agent.
+const envPrefix = "STEADYSTATE_AGENT"
 
 func main() {
-	if err := rootCommand().Execute(); err != nil {
-		os.Exit(1)
+	os.Exit(execute(rootCommand()))
+}
+
+// exitCoder is an error that chooses the process's exit code.
+type exitCoder interface{ ExitCode() int }
+
+// execute runs cmd and returns the exit code: 0, the code of an error
+// that has one (agent diff's 1 for "changes"), else 1.
+func execute(cmd *cobra.Command) int {
+	err := cmd.Execute()
+	if err == nil {
+		return 0
 	}
+	if ec, ok := err.(exitCoder); ok {
+		return ec.ExitCode()
+	}
+	return 1
 }
 
 func rootCommand() *cobra.Command {
@@ -28,29 +42,30 @@ func rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	root.AddCommand(runCommand(), statusCommand(), dbCommand())
+	root.AddCommand(runCommand(), diffCommand(), statusCommand(), dbCommand())
 	return root
 }
 
-// runCommand is the hive's own command, renamed to run, with the network
-// namespace set up around it.
+// runCommand is the hive's own command, renamed to run. The hive reads its
+// flags and environment variables; the namespace is chosen and made inside
+// it (see Namespace), except that an unprivileged sandbox needs the whole
+// agent to run again in a user + network namespace.
 func runCommand() *cobra.Command {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	var ns netnsutil.NS
-	h := hive.NewWithOptions(hive.Options{Logger: log, EnvPrefix: envPrefix}, agentCells(&ns)...)
+	var ns *Namespace
+	var cfg AgentConfig
+	h := hive.NewWithOptions(hive.Options{Logger: log, EnvPrefix: envPrefix},
+		append(agentCells(), cell.Invoke(func(n *Namespace, c AgentConfig) { ns, cfg = n, c }))...)
 	cmd := h.Command()
 	cmd.Use = "run"
 	cmd.Short = "Reconcile the desired-state file (in a private network namespace unless --netns says otherwise)"
-	run := cmd.RunE
 	cmd.RunE = func(c *cobra.Command, args []string) error {
-		mode := flagOrEnv(c, "netns")
-		sb, err := setupNetNS(mode, log)
-		if err != nil {
+		if err := h.Populate(); err != nil {
 			return err
 		}
-		if sb.reexec {
+		if ns.Reexec {
 			log.Info("Not root: running in a new user + network namespace; the host is not changed")
-			code, err := runInUserNS(flagOrEnv(c, "socket"))
+			code, err := runInUserNS(cfg.Socket)
 			if err != nil {
 				return err
 			}
@@ -59,31 +74,7 @@ func runCommand() *cobra.Command {
 			}
 			return nil
 		}
-		if sb.cleanup != nil {
-			defer func() {
-				if err := sb.cleanup(); err != nil {
-					log.Error("Removing the sandbox network namespace", "error", err)
-				}
-			}()
-		}
-		ns = sb.ns
-		return run(c, args)
+		return h.Run()
 	}
 	return cmd
-}
-
-// flagOrEnv reads a flag of the run command before the hive parses its
-// configuration: the flag if given, else its environment variable, else
-// its default.
-func flagOrEnv(c *cobra.Command, name string) string {
-	f := c.Flags().Lookup(name)
-	if f == nil {
-		return ""
-	}
-	if !f.Changed {
-		if v, ok := os.LookupEnv(hive.EnvName(envPrefix, name)); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return f.Value.String()
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/steadystate/steadystate/examples/internal/netnstest"
 	"github.com/steadystate/steadystate/examples/internal/netnsutil"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/reconciler/reconcilertest"
@@ -66,8 +67,8 @@ func benchNS(b *testing.B, i int) (netnsutil.NS, func()) {
 // interleaved with its own: the median of the per-iteration ratios); the
 // goal is at most 1.5.
 func BenchmarkApply5k(b *testing.B) {
-	netnsutil.RequireRoot(b)
-	netnsutil.RequireCommand(b, "iptables-restore")
+	netnstest.RequireRoot(b)
+	netnstest.RequireCommand(b, "iptables-restore")
 	rules := benchRuleSet(benchRules)
 	plain := baselineInput(b, rules)
 
@@ -166,7 +167,7 @@ func reconcileOnce(b *testing.B, ns netnsutil.NS, rules []*Rule) time.Duration {
 	if err != nil {
 		b.Fatal(err)
 	}
-	target, err := NewTarget(TargetConfig{NetNS: ns, Rules: table})
+	target, err := NewTarget(TargetConfig{NetNS: string(ns), Rules: table})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -86,20 +86,27 @@ func (e *commandError) Unwrap() error { return e.err }
 func (t *Target) run(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error) {
 	var out []byte
 	err := t.ns.Do(func() error {
-		cmd := exec.CommandContext(ctx, name, args...)
-		if stdin != nil {
-			cmd.Stdin = bytes.NewReader(stdin)
-		}
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
 		var err error
-		out, err = cmd.Output()
-		if err != nil {
-			return &commandError{cmd: name, err: err, stderr: oneLine(stderr.String())}
-		}
-		return nil
+		out, err = runCommand(ctx, stdin, name, args...)
+		return err
 	})
 	return out, err
+}
+
+// runCommand runs a command in the namespace of the calling thread and
+// returns its standard output; its error is a *commandError.
+func runCommand(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, &commandError{cmd: name, err: err, stderr: oneLine(stderr.String())}
+	}
+	return out, nil
 }
 
 // oneLine joins the meaningful lines of iptables' error output.

@@ -1,6 +1,22 @@
 // Package iptables is an example reconciler target: desired iptables rules
 // kept in a statedb table and applied with iptables-restore.
 //
+// It has the layout of every example target (see package sysctl, the
+// template), plus its own optimisation:
+//
+//	doc.go       what it manages, how it owns things, how to run it
+//	errors.go    the sentinel errors
+//	types.go     the object (Rule): fields, Validate, spec parsing
+//	table.go     the table's name and indexes, NewTable
+//	target.go    the Target (NewTarget): batches, Update, Delete, Prune
+//	plan.go      the Target's plan (reconciler.Planner)
+//	cell.go      ReconcilerConfig, and Cell (a hive module)
+//	learn.go     how iptables shows the desired rules, learned for plans
+//	save.go      reading iptables-save output
+//	restore.go   the edits of a chain, as iptables-restore input
+//	record.go    how the target recognizes its own rules
+//	commands.go  running iptables-save and iptables-restore in the namespace
+//
 // # Ownership
 //
 // The target owns the chains named "<prefix>-<built-in chain>" (prefix
@@ -32,7 +48,19 @@
 // A rule changed in place behind the target's back before the target has
 // read its chain once since writing it is taken as written: its text is
 // learned as it is found, and that change is not repaired until the
-// rule's spec changes or the target restarts.
+// rule's spec changes or the target restarts; unless a plan (see below)
+// learned the rule's text meanwhile, in which case the change is seen.
+//
+// # Plans
+//
+// The target is a reconciler.Planner (plan.go). A plan recognizes rules by
+// content, without a record: it learns how iptables-save shows each
+// desired rule by writing the rules, hooked as the target hooks them, in a
+// scratch network namespace of its own, never in the managed one
+// (learn.go). So a new target, in a new process (`agent diff`), plans an
+// applied state as empty, and the texts a plan learned fill the gaps of the
+// record. A rule that needs something only the managed namespace has (an
+// ipset, say) cannot be learned there: its plan fails.
 //
 // # Applying
 //
@@ -58,10 +86,19 @@
 // their hooks. The full reconciliation's refresh then finds the chains in
 // place (and creates those that did not exist).
 //
-// Wiring:
+// # Running it
 //
+// Without hive:
+//
+//	db := statedb.New()
 //	table, _ := iptables.NewTable(db)
-//	target, _ := iptables.NewTarget(iptables.TargetConfig{NetNS: ns, Rules: table})
+//	target, _ := iptables.NewTarget(iptables.TargetConfig{NetNS: "blue", Rules: table})
 //	r, _ := reconciler.New(db, iptables.ReconcilerConfig(table, target))
 //	go r.Run(ctx)
+//	// writers insert Rule objects with reconciler.StatusPending()
+//
+// With hive, include Cell and provide a TargetConfig. TargetConfig.NetNS
+// is a path (/var/run/netns/blue, /proc/PID/ns/net), a name under
+// /var/run/netns, or "" for the process's own namespace. It needs root and
+// the iptables commands (iptables-save, iptables-restore).
 package iptables

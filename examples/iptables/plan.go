@@ -1,247 +1,295 @@
 package iptables
 
 import (
-	gocmp "cmp"
+	"context"
+	"iter"
+	"maps"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/steadystate/steadystate/reconciler"
+	"github.com/steadystate/steadystate/statedb"
 )
 
-// desiredRule is a desired rule ready to be written.
-type desiredRule struct {
-	key  string
-	name string
-	prio int
-	args string // canonical spec: what is written after "-A <chain> "
-}
+// The target's plan: what Update, Delete and Prune would change in the
+// owned chains, found by reading them with iptables-save and recognizing
+// the rules by how iptables shows them (learned without touching the
+// managed namespace, see learn.go), so that a new target (a new process)
+// plans as well as one that wrote the rules. Changes:
+//
+//	add rule filter/INPUT/ssh: -p tcp --dport 22 -j ACCEPT     a desired rule that is missing
+//	change rule filter/INPUT/ssh: move to position 2 of ...    one that is out of order
+//	remove rule filter/STEADYSTATE-INPUT: -p icmp -j ACCEPT     a rule of an owned chain that is not desired
+//	add chain filter/STEADYSTATE-INPUT, add hook filter/INPUT -> STEADYSTATE-INPUT
+//	remove chain ..., remove hook ...
+//
+// The work is shared so that a dry run (reconciler.DryRun: the prune plan,
+// then every object's update plan in key order) lists each change once: an
+// object's update plan lists its own rule, and the chain and hook with the
+// chain's first rule in key order; the prune plan lists what is not desired (leftovers,
+// strays, duplicates, rules changed by hand, extra hooks, chains without
+// desired rules). An Update or a Prune also brings the other rules of the
+// chains it touches in line; their own plans list those changes.
 
-// newDesiredRule checks r and prepares it; errors are those of Validate.
-func newDesiredRule(r *Rule) (desiredRule, error) {
-	args, err := r.canonical()
+var _ reconciler.Planner[*Rule] = (*Target)(nil)
+
+// PlanUpdate returns what Update(obj) would change for obj: adding its
+// rule (and, for the chain's first rule in key order, the chain and its
+// hook, where missing), or
+// moving it into place, or nothing when it is in place. txn is the Rules
+// table's snapshot, which orders the chain. Errors: those of Update (an
+// invalid rule and one iptables rejects are terminal; errNoSnapshot
+// without txn), iptables-save's, and learning's.
+func (t *Target) PlanUpdate(ctx context.Context, txn statedb.ReadTxn, obj *Rule) (reconciler.Plan, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if txn == nil {
+		return nil, errNoSnapshot
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	d, err := t.prepare(obj)
 	if err != nil {
-		return desiredRule{}, err
+		return nil, reconciler.Terminal(err)
 	}
-	return desiredRule{key: r.Key(), name: r.Name, prio: r.Priority, args: args}, nil
-}
-
-// sortDesired orders rules as they go into their chain: by priority, then
-// name. Rules usually come in name order with equal priorities, which is
-// checked first.
-func sortDesired(rules []desiredRule) {
-	cmp := func(a, b desiredRule) int {
-		if a.prio != b.prio {
-			return gocmp.Compare(a.prio, b.prio)
-		}
-		return strings.Compare(a.name, b.name)
+	c := chainID{obj.Table, obj.Chain}
+	owned := t.ChainName(obj.Chain)
+	entry := &batchItem{entry: &reconciler.BatchEntry[*Rule]{Object: obj}, d: d}
+	desired := t.desiredChain(txn, c, 1, map[string]*batchItem{d.key: entry}, false)
+	if err := t.learnTexts(ctx, obj.Table, map[string][]desiredRule{owned: desired}); err != nil {
+		return nil, err
 	}
-	if !slices.IsSortedFunc(rules, cmp) {
-		slices.SortFunc(rules, cmp)
+	if l := t.texts[textKey{obj.Table, owned, d.args}]; l.rejected != nil {
+		return nil, reconciler.Terminal(l.rejected)
 	}
-}
-
-// restoreInput is iptables-restore input under construction. It remembers
-// which line inserts which rule, so that an error reported for a line can
-// be pinned on that rule.
-type restoreInput struct {
-	buf    []byte
-	ruleAt []string // by line number - 1: key of the rule the line inserts
-	cmds   int      // lines that change something
-}
-
-// add appends a line made of parts; ruleKey names the rule it inserts.
-func (in *restoreInput) add(ruleKey string, parts ...string) {
-	for _, p := range parts {
-		in.buf = append(in.buf, p...)
+	st, err := t.save(ctx, obj.Table)
+	if err != nil {
+		return nil, err
 	}
-	in.buf = append(in.buf, '\n')
-	in.ruleAt = append(in.ruleAt, ruleKey)
-}
-
-// addCmd is add for a line that changes something.
-func (in *restoreInput) addCmd(ruleKey string, parts ...string) {
-	in.add(ruleKey, parts...)
-	in.cmds++
-}
-
-// rule returns the key of the rule inserted at line n (1-based), or "".
-func (in *restoreInput) rule(n int) string {
-	if n < 1 || n > len(in.ruleAt) {
-		return ""
-	}
-	return in.ruleAt[n-1]
-}
-
-// chainPlan is the work on one owned chain: turn the chain's rules
-// (actual) into desired.
-type chainPlan struct {
-	table, from, owned string // iptables table, built-in chain, owned chain
-	desired            []desiredRule
-	// actual is the chain's content as identify found it; set by apply.
-	actual []chainRule
-	// result is the chain's content once the commands are applied, with
-	// the iptables-save text of the rules that stayed; set by commands.
-	result []chainRule
-}
-
-// hookSpec is the jump rule (after the chain) that hooks owned into its
-// built-in chain.
-func hookSpec(owned string) string {
-	return "-m comment --comment " + quoteArg(HookComment) + " -j " + owned
-}
-
-// declare appends the chain declarations the plan needs; they go before
-// any rule of the table's section.
-func (p *chainPlan) declare(in *restoreInput, st *tableState) {
-	if len(p.desired) > 0 && !st.chains[p.owned] {
-		in.addCmd("", ":", p.owned, " - [0:0]")
-	}
-}
-
-// commands appends the rule commands of the plan. Rules are deleted by
-// position, highest first, and then inserted in their final order, each
-// at its final position, so that rules that are already right stay in
-// place and no packet sees a half-filled chain within the atomic batch.
-// When no rule stays, the chain is flushed instead (one command, not one
-// per rule).
-func (p *chainPlan) commands(in *restoreInput, st *tableState) {
-	exists := st.chains[p.owned]
-	p.result = nil
-	if len(p.desired) == 0 {
-		// No desired rules: unhook the chain and remove it.
-		for hk, n := range st.hooks {
-			for hk.To == p.owned && n > 0 {
-				in.addCmd("", "-D ", hk.From, " ", hookSpec(p.owned))
-				n--
-			}
-		}
-		if exists {
-			in.addCmd("", "-F ", p.owned)
-			in.addCmd("", "-X ", p.owned)
-		}
-		return
-	}
-	p.hooks(in, st)
-
+	p := t.view(st, obj.Table, owned, desired)
 	kept := p.keep()
-	nKept := 0
-	for _, k := range kept {
-		if k {
-			nKept++
-		}
+	var plan reconciler.Plan
+	if first := slices.MinFunc(desired, func(a, b desiredRule) int { return strings.Compare(a.key, b.key) }); first.key == d.key {
+		// The chain and its hook go with the chain's first rule in key
+		// order, which a dry run plans first.
+		plan = append(plan, p.missingChainAndHook(st)...)
 	}
-	if nKept == 0 && len(p.actual) > 0 {
-		in.addCmd("", "-F ", p.owned)
-	} else {
-		for pos := len(p.actual); pos >= 1; pos-- {
-			if !kept[pos-1] {
-				in.addCmd("", "-D ", p.owned, " ", strconv.Itoa(pos))
-			}
-		}
+	at := slices.IndexFunc(p.actual, func(r chainRule) bool { return r.name == d.name && r.args == d.args })
+	pos := slices.IndexFunc(desired, func(r desiredRule) bool { return r.key == d.key })
+	switch {
+	case at < 0:
+		plan = append(plan, reconciler.Change{Action: reconciler.ActionAdd, Object: "rule " + d.key, Detail: d.args})
+	case !kept[at]:
+		plan = append(plan, reconciler.Change{Action: reconciler.ActionChange, Object: "rule " + d.key,
+			Detail: "move to position " + strconv.Itoa(pos+1) + " of " + owned})
 	}
-	p.result = make([]chainRule, len(p.desired))
-	present := make([]bool, len(p.desired))
-	maxKept := -1
-	idx := p.index()
-	for i, r := range p.actual {
-		if kept[i] {
-			d := idx[r.name]
-			present[d] = true
-			p.result[d] = r
-			maxKept = max(maxKept, d)
-		}
+	return plan, nil
+}
+
+// PlanDelete returns what Delete(obj) would change for obj: removing its
+// rule if it is in its chain, and the chain and its hooks when no other
+// rule of the chain is desired in txn. An invalid rule, never applied,
+// plans nothing. Errors: errNoSnapshot without txn, iptables-save's and
+// learning's.
+func (t *Target) PlanDelete(ctx context.Context, txn statedb.ReadTxn, obj *Rule) (reconciler.Plan, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
-	for i, d := range p.desired {
-		if present[i] {
+	if txn == nil {
+		return nil, errNoSnapshot
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	d, err := newDesiredRule(obj)
+	if err != nil {
+		return nil, nil
+	}
+	c := chainID{obj.Table, obj.Chain}
+	owned := t.ChainName(obj.Chain)
+	entry := &batchItem{entry: &reconciler.BatchEntry[*Rule]{Object: obj}, d: d}
+	others := t.desiredChain(txn, c, 1, map[string]*batchItem{d.key: entry}, true)
+	if err := t.learnTexts(ctx, obj.Table, map[string][]desiredRule{owned: {d}}); err != nil {
+		return nil, err
+	}
+	st, err := t.save(ctx, obj.Table)
+	if err != nil {
+		return nil, err
+	}
+	var plan reconciler.Plan
+	p := t.view(st, obj.Table, owned, []desiredRule{d})
+	if slices.ContainsFunc(p.actual, func(r chainRule) bool { return r.name == d.name && r.args == d.args }) {
+		plan = append(plan, reconciler.Change{Action: reconciler.ActionRemove, Object: "rule " + d.key, Detail: d.args})
+	}
+	if len(others) == 0 {
+		plan = append(plan, p.unhook(st)...)
+	}
+	return plan, nil
+}
+
+// PlanPrune returns what Prune would remove from the owned chains of every
+// table: the rules that are not desired there (leftovers, strays,
+// duplicates, rules changed by hand), hooks other than the one from each
+// chain's built-in chain, and the chains that have no desired rules, with
+// their rules and hooks. Rules and chains the target does not own are never
+// listed. Prune also puts missing desired rules back in place; their
+// update plans list those. Errors: iptables-save's and learning's.
+func (t *Target) PlanPrune(ctx context.Context, _ statedb.ReadTxn, desired iter.Seq2[*Rule, statedb.Revision]) (reconciler.Plan, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out, err := t.run(ctx, nil, t.saveCmd)
+	if err != nil {
+		return nil, err
+	}
+	state, err := parseSave(out, t.prefix)
+	if err != nil {
+		return nil, err
+	}
+	want := map[recordKey][]desiredRule{}
+	keepTexts := map[textKey]bool{}
+	for r := range desired {
+		d, err := t.prepare(r)
+		if err != nil || t.rejected[d.key] == d.args {
 			continue
 		}
-		p.result[i] = chainRule{name: d.name, args: d.args}
-		if i > maxKept {
-			in.addCmd(d.key, "-A ", p.owned, " ", d.args)
-		} else {
-			in.addCmd(d.key, "-I ", p.owned, " ", strconv.Itoa(i+1), " ", d.args)
+		k := recordKey{r.Table, t.ChainName(r.Chain)}
+		want[k] = append(want[k], d)
+		keepTexts[textKey{k.table, k.owned, d.args}] = true
+	}
+	for k := range t.texts {
+		if !keepTexts[k] {
+			delete(t.texts, k) // forget what is no longer desired
 		}
 	}
+	var plan reconciler.Plan
+	for _, tbl := range slices.Sorted(maps.Keys(state)) {
+		st := state[tbl]
+		owned := map[string]bool{}
+		for c := range st.chains {
+			if strings.HasPrefix(c, t.prefix+"-") {
+				owned[c] = true
+			}
+		}
+		for hk := range st.hooks {
+			owned[hk.To] = true
+		}
+		chains := map[string][]desiredRule{}
+		for c := range owned {
+			if d := want[recordKey{tbl, c}]; len(d) > 0 {
+				sortDesired(d)
+				chains[c] = d
+			}
+		}
+		if err := t.learnTexts(ctx, tbl, chains); err != nil {
+			return nil, err
+		}
+		for _, c := range slices.Sorted(maps.Keys(owned)) {
+			p := t.view(st, tbl, c, chains[c])
+			if len(p.desired) == 0 {
+				for _, r := range p.actual {
+					plan = append(plan, p.strayRemoval(r))
+				}
+				plan = append(plan, p.unhook(st)...)
+				continue
+			}
+			for _, r := range p.actual {
+				if r.name == "" {
+					plan = append(plan, p.strayRemoval(r))
+				}
+			}
+			plan = append(plan, p.extraHooks(st)...)
+		}
+	}
+	return plan, nil
 }
 
-// hooks makes sure exactly one hook jumps into the owned chain, from its
-// built-in chain.
-func (p *chainPlan) hooks(in *restoreInput, st *tableState) {
-	found := false
-	for hk, n := range st.hooks {
+// view returns the chain plan of the owned chain of table with desired,
+// its actual rules identified by their learned texts (each text once, in
+// chain order), or by the record without a scratch namespace. t.mu is
+// held.
+func (t *Target) view(st *tableState, table, owned string, desired []desiredRule) *chainPlan {
+	p := &chainPlan{table: table, from: builtinOf(owned, t.prefix), owned: owned, desired: desired}
+	if t.noScratch {
+		// Nothing learned: identify as the operations do.
+		p.actual = identify(t.learnedRecord(table, owned), st.owned[owned])
+		return p
+	}
+	byText := map[string][]int{}
+	for i, d := range desired {
+		if l := t.texts[textKey{table, owned, d.args}]; l.text != "" {
+			byText[l.text] = append(byText[l.text], i)
+		}
+	}
+	for _, line := range st.owned[owned] {
+		r := chainRule{text: line}
+		if q := byText[line]; len(q) > 0 {
+			r.name, r.args = desired[q[0]].name, desired[q[0]].args
+			byText[line] = q[1:]
+		}
+		p.actual = append(p.actual, r)
+	}
+	return p
+}
+
+// missingChainAndHook plans creating the owned chain and its hook, where
+// missing.
+func (p *chainPlan) missingChainAndHook(st *tableState) reconciler.Plan {
+	var plan reconciler.Plan
+	if !st.chains[p.owned] {
+		plan = append(plan, reconciler.Change{Action: reconciler.ActionAdd, Object: "chain " + p.table + "/" + p.owned})
+	}
+	if st.hooks[hookKey{p.from, p.owned}] == 0 {
+		plan = append(plan, reconciler.Change{Action: reconciler.ActionAdd, Object: p.hookName(p.from)})
+	}
+	return plan
+}
+
+// unhook plans removing every hook into the owned chain and the chain.
+func (p *chainPlan) unhook(st *tableState) reconciler.Plan {
+	var plan reconciler.Plan
+	for _, hk := range sortedHooks(st) {
+		for n := st.hooks[hk]; hk.To == p.owned && n > 0; n-- {
+			plan = append(plan, reconciler.Change{Action: reconciler.ActionRemove, Object: p.hookName(hk.From)})
+		}
+	}
+	if st.chains[p.owned] {
+		plan = append(plan, reconciler.Change{Action: reconciler.ActionRemove, Object: "chain " + p.table + "/" + p.owned})
+	}
+	return plan
+}
+
+// extraHooks plans removing the hooks into the owned chain beyond the one
+// from its built-in chain.
+func (p *chainPlan) extraHooks(st *tableState) reconciler.Plan {
+	var plan reconciler.Plan
+	for _, hk := range sortedHooks(st) {
+		n := st.hooks[hk]
 		if hk.To != p.owned {
 			continue
 		}
-		if hk.From == p.from && !found {
-			found = true
-			n--
+		if hk.From == p.from {
+			n-- // the one that stays
 		}
 		for ; n > 0; n-- {
-			in.addCmd("", "-D ", hk.From, " ", hookSpec(p.owned))
+			plan = append(plan, reconciler.Change{Action: reconciler.ActionRemove, Object: p.hookName(hk.From)})
 		}
 	}
-	if !found {
-		in.addCmd("", "-I ", p.from, " 1 ", hookSpec(p.owned))
-	}
+	return plan
 }
 
-func (p *chainPlan) index() map[string]int {
-	idx := make(map[string]int, len(p.desired))
-	for i, d := range p.desired {
-		idx[d.name] = i
-	}
-	return idx
+// strayRemoval plans removing the rule r of the owned chain.
+func (p *chainPlan) strayRemoval(r chainRule) reconciler.Change {
+	return reconciler.Change{Action: reconciler.ActionRemove, Object: "rule " + p.table + "/" + p.owned,
+		Detail: strings.TrimPrefix(r.text, "-A "+p.owned+" ")}
 }
 
-// keep returns which actual rules stay: those identified as a desired
-// rule written with its current spec, and already in desired order (the
-// longest such sequence, so the fewest rules move).
-func (p *chainPlan) keep() []bool {
-	kept := make([]bool, len(p.actual))
-	idx := p.index()
-	seen := make(map[string]bool, len(p.actual))
-	var pos, order []int // candidate positions in actual, and their desired index
-	for i, r := range p.actual {
-		d, ok := idx[r.name]
-		if !ok || r.name == "" || seen[r.name] {
-			continue
-		}
-		if p.desired[d].args == r.args {
-			seen[r.name] = true
-			pos = append(pos, i)
-			order = append(order, d)
-		}
-	}
-	for _, j := range longestIncreasing(order) {
-		kept[pos[j]] = true
-	}
-	return kept
+func (p *chainPlan) hookName(from string) string {
+	return "hook " + p.table + "/" + from + " -> " + p.owned
 }
 
-// longestIncreasing returns the indices of a longest strictly increasing
-// subsequence of s, in order (patience sorting, O(n log n)).
-func longestIncreasing(s []int) []int {
-	if len(s) == 0 {
-		return nil
-	}
-	tails := []int{}            // tails[k]: index in s of the smallest tail of a run of length k+1
-	prev := make([]int, len(s)) // predecessor of each element in its run
-	for i, v := range s {
-		k := sort.Search(len(tails), func(k int) bool { return s[tails[k]] >= v })
-		if k > 0 {
-			prev[i] = tails[k-1]
-		} else {
-			prev[i] = -1
-		}
-		if k == len(tails) {
-			tails = append(tails, i)
-		} else {
-			tails[k] = i
-		}
-	}
-	out := make([]int, len(tails))
-	for i, k := len(tails)-1, tails[len(tails)-1]; i >= 0; i, k = i-1, prev[k] {
-		out[i] = k
-	}
-	return out
+func sortedHooks(st *tableState) []hookKey {
+	return slices.SortedFunc(maps.Keys(st.hooks), func(a, b hookKey) int {
+		return strings.Compare(a.From+" "+a.To, b.From+" "+b.To)
+	})
 }

@@ -1,198 +1,178 @@
 package iptables
 
 import (
-	"math/rand/v2"
-	"slices"
-	"strconv"
-	"strings"
+	"context"
+	"errors"
 	"testing"
+
+	"github.com/steadystate/steadystate/reconciler"
 )
 
-func TestLongestIncreasing(t *testing.T) {
-	for _, tt := range []struct{ in, want []int }{
-		{nil, nil},
-		{[]int{5}, []int{0}},
-		{[]int{0, 1, 2}, []int{0, 1, 2}},
-		{[]int{2, 1, 0}, []int{2}},
-		{[]int{3, 0, 1, 4, 2, 5}, []int{1, 2, 4, 5}},
-	} {
-		if got := longestIncreasing(tt.in); !slices.Equal(got, tt.want) {
-			t.Errorf("longestIncreasing(%v) = %v, want %v", tt.in, got, tt.want)
+// dryRun is the plan of a whole run of tg against the fixture's table, as
+// reconciler.DryRun computes it.
+func (f *fixture) dryRun(tg *Target) string {
+	f.t.Helper()
+	p, err := reconciler.DryRun(context.Background(), f.db, f.table.ToTable(), tg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return p.String()
+}
+
+// Against the kernel, in a namespace: the plan is empty once the rules are
+// applied, for the target that wrote them and for a new one (a new
+// process); drift made with iptables shows, each change once, and the
+// operations then repair it; leftovers of the target's chains are listed,
+// foreign rules and chains never; planning changes nothing.
+func TestPlanInNamespace(t *testing.T) {
+	f := newFixture(t)
+	f.addForeign()
+	ssh := filterIn("ssh", 10, "-p tcp --dport 22 -j ACCEPT")
+	web := filterIn("web", 20, "-p tcp -m multiport --dports 80,443 -j ACCEPT")
+	drop := filterIn("drop-rest", 100, "-j DROP")
+	masq := &Rule{Table: "nat", Chain: "POSTROUTING", Name: "masq", Spec: "-s 10.0.0.0/8 -j MASQUERADE"}
+	fresh, err := NewTarget(TargetConfig{NetNS: string(f.ns), Rules: f.table})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	want := "add chain filter/STEADYSTATE-INPUT\n" +
+		"add hook filter/INPUT -> STEADYSTATE-INPUT\n" +
+		"add rule filter/INPUT/drop-rest: -j DROP\n" +
+		"add rule filter/INPUT/ssh: -p tcp --dport 22 -j ACCEPT\n" +
+		"add rule filter/INPUT/web: -p tcp -m multiport --dports 80,443 -j ACCEPT\n" +
+		"add chain nat/STEADYSTATE-POSTROUTING\n" +
+		"add hook nat/POSTROUTING -> STEADYSTATE-POSTROUTING\n" +
+		"add rule nat/POSTROUTING/masq: -s 10.0.0.0/8 -j MASQUERADE\n"
+	// The table holds them, not applied yet: written directly, no
+	// reconciler round (the fixture's reconciler would apply them).
+	wtxn := f.db.WriteTxn(f.table)
+	for _, r := range []*Rule{ssh, web, drop, masq} {
+		f.table.Insert(wtxn, r.Clone().SetStatus(reconciler.StatusDone()))
+	}
+	wtxn.Commit()
+	if got := f.dryRun(fresh); got != want {
+		t.Fatalf("dry run of an empty namespace:\n%s\nwant\n%s", got, want)
+	}
+	if err := f.write([]*Rule{ssh, web, drop, masq}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.dryRun(f.target); got != "" {
+		t.Fatalf("dry run after the apply:\n%s", got)
+	}
+	if got := f.dryRun(fresh); got != "" {
+		t.Fatalf("dry run of a new target after the apply:\n%s", got)
+	}
+
+	// Drift by hand: a rule deleted, one changed in place, a stray, a
+	// leftover chain of the target's with a hook, and foreign rules.
+	f.sh("-D", "STEADYSTATE-INPUT", "1")                                                 // ssh
+	f.sh("-R", "STEADYSTATE-INPUT", "1", "-p", "tcp", "--dport", "8080", "-j", "ACCEPT") // web, changed
+	f.sh("-A", "STEADYSTATE-INPUT", "-p", "icmp", "-j", "ACCEPT")
+	f.sh("-N", "STEADYSTATE-FORWARD")
+	f.sh("-A", "STEADYSTATE-FORWARD", "-j", "ACCEPT")
+	f.sh("-I", "FORWARD", "1", "-m", "comment", "--comment", HookComment, "-j", "STEADYSTATE-FORWARD")
+	f.sh("-A", "FOREIGN", "-s", "192.0.2.2", "-j", "DROP")
+	before := f.save("filter")
+	want = "remove rule filter/STEADYSTATE-FORWARD: -j ACCEPT\n" +
+		"remove hook filter/FORWARD -> STEADYSTATE-FORWARD\n" +
+		"remove chain filter/STEADYSTATE-FORWARD\n" +
+		"remove rule filter/STEADYSTATE-INPUT: -p tcp -m tcp --dport 8080 -j ACCEPT\n" +
+		"remove rule filter/STEADYSTATE-INPUT: -p icmp -j ACCEPT\n" +
+		"add rule filter/INPUT/ssh: -p tcp --dport 22 -j ACCEPT\n" +
+		"add rule filter/INPUT/web: -p tcp -m multiport --dports 80,443 -j ACCEPT\n"
+	for _, tg := range []*Target{f.target, fresh} {
+		if got := f.dryRun(tg); got != want {
+			t.Fatalf("dry run after the drift:\n%s\nwant\n%s", got, want)
 		}
+	}
+	if after := f.save("filter"); after != before {
+		t.Fatalf("planning changed the rules:\n%s\nbefore:\n%s", after, before)
+	}
+
+	// The operations do what the plans said; then nothing is left to do.
+	ctx := context.Background()
+	txn := f.db.ReadTxn()
+	if err := f.target.Update(ctx, txn, ssh); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.target.Prune(ctx, txn, f.table.All(txn)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tg := range []*Target{f.target, fresh} {
+		if got := f.dryRun(tg); got != "" {
+			t.Fatalf("dry run after the repair:\n%s\n%s", got, f.save("filter"))
+		}
+	}
+	f.expect("filter", "INPUT", "ssh", "web", "drop-rest")
+	f.expect("filter", "FORWARD")
+	f.expectForeign()
+
+	// A rule moved by hand is planned as a move, and the Update moves it.
+	f.sh("-D", "STEADYSTATE-INPUT", "1")
+	f.sh("-A", "STEADYSTATE-INPUT", "-p", "tcp", "--dport", "22", "-j", "ACCEPT")
+	if got := f.dryRun(fresh); got != "change rule filter/INPUT/ssh: move to position 1 of STEADYSTATE-INPUT\n" {
+		t.Fatalf("dry run after a move:\n%s", got)
+	}
+	if err := f.target.Update(ctx, txn, ssh); err != nil {
+		t.Fatal(err)
+	}
+	f.expect("filter", "INPUT", "ssh", "web", "drop-rest")
+	if got := f.dryRun(fresh); got != "" {
+		t.Fatalf("dry run after the move was repaired:\n%s", got)
+	}
+
+	// Delete plans: the rule, and with the last rule of a chain the hook
+	// and the chain.
+	p, err := fresh.PlanDelete(ctx, txn, ssh)
+	if err != nil || p.String() != "remove rule filter/INPUT/ssh: -p tcp --dport 22 -j ACCEPT\n" {
+		t.Fatalf("PlanDelete(ssh): %q, %v", p, err)
+	}
+	wtxn = f.db.WriteTxn(f.table)
+	f.table.Delete(wtxn, masq)
+	txn = wtxn.Commit()
+	p, err = fresh.PlanDelete(ctx, txn, masq)
+	want = "remove rule nat/POSTROUTING/masq: -s 10.0.0.0/8 -j MASQUERADE\n" +
+		"remove hook nat/POSTROUTING -> STEADYSTATE-POSTROUTING\n" +
+		"remove chain nat/STEADYSTATE-POSTROUTING\n"
+	if err != nil || p.String() != want {
+		t.Fatalf("PlanDelete(masq):\n%s%v\nwant\n%s", p, err, want)
+	}
+
+	// A rule iptables rejects fails its plan as its Update fails.
+	bad := filterIn("bad", 5, "-m nosuchmatch --foo 1 -j ACCEPT")
+	if _, err := fresh.PlanUpdate(ctx, txn, bad); err == nil || !reconciler.IsTerminal(err) {
+		t.Fatalf("PlanUpdate of a rule iptables rejects: %v, want a terminal error", err)
+	}
+	if _, err := fresh.PlanUpdate(ctx, nil, ssh); !errors.Is(err, errNoSnapshot) {
+		t.Fatalf("PlanUpdate without a snapshot: %v", err)
 	}
 }
 
-// specOf gives each test rule name a spec of its own.
-func specOf(name string) string { return "-m mark --mark " + strconv.Itoa(int(name[0])) + " -j ACCEPT" }
-
-func mkDesired(t *testing.T, names ...string) []desiredRule {
-	t.Helper()
-	var out []desiredRule
-	for _, n := range names {
-		d, err := newDesiredRule(&Rule{Table: "filter", Chain: "INPUT", Name: n, Spec: specOf(n)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, d)
+// Without a scratch namespace to learn in, plans identify rules by the
+// record, as the operations do: empty for the target that wrote the rules,
+// a rewrite for a new target (its first operation rewrites the chain).
+func TestPlanWithoutScratch(t *testing.T) {
+	f := newFixture(t)
+	ssh := filterIn("ssh", 10, "-p tcp --dport 22 -j ACCEPT")
+	if err := f.write([]*Rule{ssh}); err != nil {
+		t.Fatal(err)
 	}
-	return out
-}
-
-// simulate applies the plan's commands to a model chain (names only,
-// told apart by their specs; see specOf).
-func simulate(t *testing.T, input string, chain []string, desired []desiredRule) []string {
-	t.Helper()
-	byArgs := map[string]string{}
-	for _, d := range desired {
-		byArgs[d.args] = d.name
+	fresh, err := NewTarget(TargetConfig{NetNS: string(f.ns), Rules: f.table})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, l := range strings.Split(strings.TrimSpace(input), "\n") {
-		args, _ := splitSaveArgs(l)
-		if len(args) < 2 || args[1] != "C" {
-			continue
-		}
-		switch args[0] {
-		case "-F":
-			chain = nil
-		case "-D":
-			pos := atoi(t, args[2])
-			chain = slices.Delete(chain, pos-1, pos)
-		case "-I":
-			chain = slices.Insert(chain, atoi(t, args[2])-1, byArgs[joinArgs(args[3:])])
-		case "-A":
-			chain = append(chain, byArgs[joinArgs(args[2:])])
-		}
+	for _, tg := range []*Target{f.target, fresh} {
+		tg.mu.Lock()
+		tg.noScratch = true
+		tg.mu.Unlock()
 	}
-	return chain
-}
-
-func atoi(t *testing.T, s string) int {
-	n := 0
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			t.Fatalf("bad number %q", s)
-		}
-		n = n*10 + int(c-'0')
+	if got := f.dryRun(f.target); got != "" {
+		t.Fatalf("dry run of the target that wrote the rules:\n%s", got)
 	}
-	return n
-}
-
-// TestPlanModel checks random chains against random desired states: the
-// plan's commands always produce exactly the desired order, and rules
-// already in a right relative order are not touched.
-func TestPlanModel(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	pool := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
-	for iter := 0; iter < 2000; iter++ {
-		var want []string
-		for _, n := range pool {
-			if rng.IntN(2) == 0 {
-				want = append(want, n)
-			}
-		}
-		desired := mkDesired(t, want...)
-		// The actual chain: some desired rules (maybe duplicated, maybe
-		// stale), some undesired, some not identified, in random order.
-		var actual []chainRule
-		var actualNames []string
-		for range rng.IntN(10) {
-			n := pool[rng.IntN(len(pool))]
-			r := chainRule{name: n, args: specOf(n), text: "-A C " + n}
-			switch rng.IntN(6) {
-			case 0:
-				r = chainRule{text: "-A C -j DROP"}
-			case 1:
-				r.args = "-j DROP"
-			}
-			actual = append(actual, r)
-			actualNames = append(actualNames, r.name)
-		}
-		st := &tableState{chains: map[string]bool{"C": true}, owned: map[string][]string{}, hooks: map[hookKey]int{{"INPUT", "C"}: 1}}
-		p := &chainPlan{table: "filter", from: "INPUT", owned: "C", desired: desired, actual: actual}
-		in := &restoreInput{}
-		p.commands(in, st)
-		got := simulate(t, string(in.buf), slices.Clone(actualNames), desired)
-		if len(want) == 0 {
-			if !strings.Contains(string(in.buf), "-X C") {
-				t.Fatalf("empty desired state does not remove the chain:\n%s", in.buf)
-			}
-			continue
-		}
-		if !slices.Equal(got, want) {
-			t.Fatalf("actual %q, desired %q: plan\n%s\nresults in %q", actualNames, want, in.buf, got)
-		}
-		// The result is the desired chain, with the texts of the rules
-		// that stayed.
-		for i, r := range p.result {
-			if r.name != want[i] || r.args != desired[i].args || (r.text != "" && r.text != "-A C "+r.name) {
-				t.Fatalf("result %d is %+v, want %q", i, r, want[i])
-			}
-		}
-		// Nothing to do for a chain that is already right.
-		again := &restoreInput{}
-		p.actual = nil
-		for _, d := range desired {
-			p.actual = append(p.actual, chainRule{d.name, d.args, "-A C " + d.name})
-		}
-		p.commands(again, st)
-		if again.cmds != 0 {
-			t.Fatalf("plan for a converged chain:\n%s", again.buf)
-		}
-	}
-}
-
-func TestPlanHooksAndChains(t *testing.T) {
-	empty := func() *tableState {
-		return newTableState()
-	}
-	// A new chain is declared and hooked at the top.
-	in := buildInput([]*chainPlan{{table: "filter", from: "INPUT", owned: "P-INPUT", desired: mkDesired(t, "a")}}, map[string]*tableState{"filter": empty()})
-	want := "*filter\n:P-INPUT - [0:0]\n-I INPUT 1 -m comment --comment steadystate:hook -j P-INPUT\n-A P-INPUT " + specOf("a") + "\nCOMMIT\n"
-	if string(in.buf) != want || in.rule(4) != "filter/INPUT/a" {
-		t.Fatalf("input:\n%s", in.buf)
-	}
-	// Duplicate hooks are removed; a chain whose rules are all unknown is
-	// flushed and written whole.
-	st := empty()
-	st.chains["P-INPUT"] = true
-	st.hooks[hookKey{"INPUT", "P-INPUT"}] = 2
-	st.hooks[hookKey{"FORWARD", "P-INPUT"}] = 1
-	actual := []chainRule{{text: "-A P-INPUT -j DROP"}, {text: "-A P-INPUT -j ACCEPT"}}
-	in = buildInput([]*chainPlan{{table: "filter", from: "INPUT", owned: "P-INPUT", desired: mkDesired(t, "a", "b"), actual: actual}}, map[string]*tableState{"filter": st})
-	got := string(in.buf)
-	if !strings.HasPrefix(got, "*filter\n-D ") ||
-		!strings.Contains(got, "\n-D INPUT -m comment --comment steadystate:hook -j P-INPUT\n") ||
-		!strings.Contains(got, "\n-D FORWARD -m comment --comment steadystate:hook -j P-INPUT\n") ||
-		!strings.HasSuffix(got, "\n-F P-INPUT\n-A P-INPUT "+specOf("a")+"\n-A P-INPUT "+specOf("b")+"\nCOMMIT\n") ||
-		strings.Count(got, "\n") != 7 {
-		t.Fatalf("input:\n%s", got)
-	}
-}
-
-func TestIdentify(t *testing.T) {
-	ssh := chainRule{name: "ssh", args: "-p tcp --dport 22 -j ACCEPT", text: "-A C -p tcp -m tcp --dport 22 -j ACCEPT"}
-	web := chainRule{name: "web", args: "-p tcp --dport 80 -j ACCEPT", text: "-A C -p tcp -m tcp --dport 80 -j ACCEPT"}
-	drop := chainRule{name: "drop", args: "-j DROP", text: "-A C -j DROP"}
-	unlearned := func(r chainRule) chainRule { r.text = ""; return r }
-	stray := func(text string) chainRule { return chainRule{text: text} }
-	for _, tt := range []struct {
-		name  string
-		rec   []chainRule
-		texts []string
-		want  []chainRule
-	}{
-		{"no record", nil, []string{ssh.text}, []chainRule{stray(ssh.text)}},
-		{"empty", []chainRule{ssh}, nil, []chainRule{}},
-		{"as written", []chainRule{ssh, web}, []string{ssh.text, web.text}, []chainRule{ssh, web}},
-		{"learns by position", []chainRule{ssh, unlearned(web), unlearned(drop)}, []string{ssh.text, web.text, drop.text}, []chainRule{ssh, web, drop}},
-		{"changed in place", []chainRule{ssh, web}, []string{ssh.text, "-A C -p tcp -m tcp --dport 81 -j ACCEPT"}, []chainRule{ssh, stray("-A C -p tcp -m tcp --dport 81 -j ACCEPT")}},
-		{"moved", []chainRule{ssh, web, drop}, []string{drop.text, ssh.text, web.text}, []chainRule{drop, ssh, web}},
-		{"duplicate", []chainRule{ssh, web}, []string{ssh.text, ssh.text, web.text}, []chainRule{ssh, stray(ssh.text), web}},
-		{"unlearned after a change", []chainRule{ssh, unlearned(web)}, []string{web.text}, []chainRule{stray(web.text)}},
-		{"learned text out of place", []chainRule{ssh, unlearned(web)}, []string{web.text, ssh.text}, []chainRule{stray(web.text), ssh}},
-	} {
-		if got := identify(tt.rec, tt.texts); !slices.Equal(got, tt.want) {
-			t.Errorf("%s: identify = %+v, want %+v", tt.name, got, tt.want)
-		}
+	want := "remove rule filter/STEADYSTATE-INPUT: -p tcp -m tcp --dport 22 -j ACCEPT\n" +
+		"add rule filter/INPUT/ssh: -p tcp --dport 22 -j ACCEPT\n"
+	if got := f.dryRun(fresh); got != want {
+		t.Fatalf("dry run of a new target:\n%s\nwant\n%s", got, want)
 	}
 }

@@ -61,3 +61,20 @@ func identify(rec []chainRule, texts []string) []chainRule {
 	}
 	return out
 }
+
+// learnedRecord returns the record of an owned chain with the texts not
+// learned from the chain yet filled in from those a plan learned (see
+// learn.go), so that a rule changed behind the target's back right after
+// it was written is recognized as changed once the target has planned it.
+// t.mu is held.
+func (t *Target) learnedRecord(table, owned string) []chainRule {
+	rec := t.written[recordKey{table, owned}]
+	for i := range rec {
+		if rec[i].text == "" {
+			if l := t.texts[textKey{table, owned, rec[i].args}]; l.text != "" {
+				rec[i].text = l.text
+			}
+		}
+	}
+	return rec
+}

@@ -2,7 +2,6 @@ package iptables
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"iter"
 	"regexp"
@@ -27,17 +26,13 @@ const (
 // with the error, to be retried.
 const MaxCulpritsPerBatch = 32
 
-// errNoSnapshot is the result of a batch without a ReadTxn.
-var errNoSnapshot = errors.New("iptables target: a ReadTxn of the rules table is required")
-
-// ErrInvalidConfig is wrapped by NewTarget's error for a bad TargetConfig.
-var ErrInvalidConfig = errors.New("invalid iptables target config")
-
 // TargetConfig configures a Target.
 type TargetConfig struct {
-	// NetNS is the network namespace whose rules are managed; "" is the
-	// process's own.
-	NetNS netnsutil.NS
+	// NetNS is the network namespace whose rules are managed: the path of
+	// a namespace file (/var/run/netns/NAME, /proc/PID/ns/net) or the name
+	// of one under /var/run/netns. "" is the process's own. It is entered
+	// at each operation, so it may be created after NewTarget.
+	NetNS string
 	// Rules is the table of desired rules (the one the reconciler
 	// reconciles). Required: a batch brings each chain it touches to
 	// its desired content in the snapshot it is given.
@@ -54,8 +49,9 @@ type TargetConfig struct {
 }
 
 // Target applies desired rules with iptables-restore and reads them back
-// with iptables-save. It implements reconciler.Target[*Rule] and
-// reconciler.BatchTarget[*Rule]; operations are serialized.
+// with iptables-save. It implements reconciler.Target[*Rule],
+// reconciler.BatchTarget[*Rule] and reconciler.Planner[*Rule] (plan.go);
+// operations are serialized.
 type Target struct {
 	ns                  netnsutil.NS
 	rules               statedb.Table[*Rule]
@@ -75,33 +71,11 @@ type Target struct {
 	// written is what the target last wrote into each owned chain it
 	// manages, in chain order: how it recognizes its rules (see identify).
 	written map[recordKey][]chainRule
-}
-
-// ruleID is a rule's primary key, as a map key that costs no allocation.
-type ruleID struct{ table, chain, name string }
-
-func idOf(r *Rule) ruleID { return ruleID{r.Table, r.Chain, r.Name} }
-
-type preparedRule struct {
-	obj *Rule
-	d   desiredRule
-	err error
-}
-
-// prepare returns r checked and rendered (see newDesiredRule), from the
-// cache if r was prepared before. The key is set even on error. t.mu is
-// held.
-func (t *Target) prepare(r *Rule) (desiredRule, error) {
-	id := idOf(r)
-	if p, ok := t.prepared[id]; ok && p.obj == r {
-		return p.d, p.err
-	}
-	d, err := newDesiredRule(r)
-	if err != nil {
-		d = desiredRule{key: r.Key()}
-	}
-	t.prepared[id] = preparedRule{obj: r, d: d, err: err}
-	return d, err
+	// texts is how iptables-save shows desired rules, learned for plans
+	// (see learn.go); noScratch is set once learning found that it cannot
+	// make its scratch namespace.
+	texts     map[textKey]learned
+	noScratch bool
 }
 
 var (
@@ -112,7 +86,8 @@ var (
 var prefixRe = regexp.MustCompile(`^[A-Z0-9_][A-Z0-9_-]{0,15}$`)
 
 // NewTarget returns a target for cfg. It fails (wrapping
-// ErrInvalidConfig) without Rules or with a bad ChainPrefix.
+// ErrInvalidConfig) without Rules, with a bad ChainPrefix, or with a NetNS
+// that cannot name a namespace ("..").
 func NewTarget(cfg TargetConfig) (*Target, error) {
 	if cfg.ChainPrefix == "" {
 		cfg.ChainPrefix = DefaultChainPrefix
@@ -129,12 +104,17 @@ func NewTarget(cfg TargetConfig) (*Target, error) {
 	if !prefixRe.MatchString(cfg.ChainPrefix) {
 		return nil, fmt.Errorf("%w: ChainPrefix %q must match %s", ErrInvalidConfig, cfg.ChainPrefix, prefixRe)
 	}
+	ns, err := netnsutil.Resolve(cfg.NetNS)
+	if err != nil {
+		return nil, fmt.Errorf("%w: NetNS: %w", ErrInvalidConfig, err)
+	}
 	return &Target{
-		ns: cfg.NetNS, rules: cfg.Rules, prefix: cfg.ChainPrefix,
+		ns: ns, rules: cfg.Rules, prefix: cfg.ChainPrefix,
 		restoreCmd: cfg.RestoreCommand, saveCmd: cfg.SaveCommand,
 		rejected: map[string]string{},
 		prepared: map[ruleID]preparedRule{},
 		written:  map[recordKey][]chainRule{},
+		texts:    map[textKey]learned{},
 	}, nil
 }
 
@@ -302,7 +282,7 @@ func (t *Target) apply(ctx context.Context, plans []*chainPlan, state map[string
 	})
 	for _, p := range plans {
 		if st := state[p.table]; st != nil {
-			p.actual = identify(t.written[recordKey{p.table, p.owned}], st.owned[p.owned])
+			p.actual = identify(t.learnedRecord(p.table, p.owned), st.owned[p.owned])
 		}
 	}
 	culprits = map[string]error{}

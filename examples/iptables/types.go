@@ -42,9 +42,6 @@ const (
 	MaxSpecLen = 4096
 )
 
-// ErrInvalid is wrapped by every error of Validate.
-var ErrInvalid = errors.New("invalid iptables rule")
-
 // builtinChains lists the built-in chains of each supported table.
 var builtinChains = map[string][]string{
 	"filter":   {"INPUT", "FORWARD", "OUTPUT"},

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/steadystate/steadystate/examples/internal/netnstest"
 	"github.com/steadystate/steadystate/examples/internal/netnsutil"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/reconciler/reconcilertest"
@@ -41,7 +42,7 @@ func benchPrefixes(n int) []netip.Prefix {
 // reports x-ip-batch, its time as a multiple of the baseline's measured
 // just before it (when both run).
 func BenchmarkApply(b *testing.B) {
-	netnsutil.RequireRoot(b)
+	netnstest.RequireRoot(b)
 	prefixes := benchPrefixes(benchRoutes)
 
 	// The baseline runs first, so that the reconciler can report its
@@ -107,7 +108,7 @@ func applyWithReconciler(b *testing.B, ns netnsutil.NS, routes []*Route) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	target, err := NewTarget(TargetConfig{NetNS: ns})
+	target, err := NewTarget(TargetConfig{NetNS: string(ns)})
 	if err != nil {
 		b.Fatal(err)
 	}

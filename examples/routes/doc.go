@@ -1,17 +1,37 @@
-// Package routes keeps kernel routes in line with a desired set of Route
-// objects: a statedb table (TableName, PrimaryIndex) and a reconciler
-// Target that speaks rtnetlink (through github.com/vishvananda/netlink) in
-// one network namespace.
+// Package routes is an example reconciler target: desired kernel routes
+// kept in a statedb table (TableName, PrimaryIndex, StatusIndex) and
+// applied over rtnetlink (through github.com/vishvananda/netlink) in one
+// network namespace.
 //
-// Wiring, without hive:
+// It has the layout of every example target (see package sysctl, the
+// template), plus its own optimisation:
+//
+//	doc.go       what it manages, how it owns things, how to run it
+//	errors.go    the sentinel errors
+//	types.go     the object (Route) and its identity (RouteKey)
+//	table.go     the table's name and indexes, NewTable
+//	target.go    the Target (NewTarget): Update, Delete, Prune
+//	plan.go      the Target's plan (reconciler.Planner)
+//	cell.go      ReconcilerConfig, and Cell (a hive module)
+//	kernel.go    batches (reconciler.BatchTarget) and reads of the kernel's routes
+//	pipeline.go  route changes sent many per write, without a wait per route
+//
+// # Running it
+//
+// Without hive:
 //
 //	db := statedb.New()
 //	table, _ := routes.NewTable(db)
-//	target, _ := routes.NewTarget(routes.TargetConfig{NetNS: ns})
+//	target, _ := routes.NewTarget(routes.TargetConfig{NetNS: "blue"})
 //	defer target.Close()
 //	r, _ := reconciler.New(db, routes.ReconcilerConfig(table, target))
 //	go r.Run(ctx)
 //	// writers insert Route objects with reconciler.StatusPending()
+//
+// With hive, include Cell and provide a TargetConfig. TargetConfig.NetNS
+// is a path (/var/run/netns/blue, /proc/PID/ns/net), a name under
+// /var/run/netns, or "" for the process's own namespace. Managing routes
+// needs CAP_NET_ADMIN in that namespace.
 //
 // # Identity
 //
@@ -39,5 +59,5 @@
 // because each can go away by itself: an unknown device (ENODEV,
 // ErrDeviceNotFound) may appear, an unreachable next hop (ENETUNREACH) may
 // become reachable when an address is added, a foreign route may be
-// removed.
+// removed, the namespace may be created.
 package routes

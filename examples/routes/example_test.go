@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/steadystate/steadystate/examples/internal/netnsutil"
 	"github.com/steadystate/steadystate/examples/routes"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/statedb"
@@ -23,7 +22,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	target, err := routes.NewTarget(routes.TargetConfig{NetNS: netnsutil.NS("/var/run/netns/example")})
+	target, err := routes.NewTarget(routes.TargetConfig{NetNS: "example"})
 	if err != nil {
 		panic(err)
 	}

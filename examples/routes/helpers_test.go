@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/steadystate/steadystate/examples/internal/netnstest"
 	"github.com/steadystate/steadystate/examples/internal/netnsutil"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/reconciler/reconcilertest"
@@ -35,16 +36,17 @@ type world struct {
 }
 
 // newWorld creates a namespace and starts a reconciler of a routes table in
-// it, with fast retries. Everything is stopped and removed when t ends.
-func newWorld(t *testing.T) *world {
+// it, with fast retries and the changes of edit applied to its config.
+// Everything is stopped and removed when t ends.
+func newWorld(t *testing.T, edit ...func(*reconciler.Config[*Route])) *world {
 	t.Helper()
-	ns := netnsutil.NewTestNS(t)
+	ns := netnstest.New(t)
 	db := statedb.New()
 	table, err := NewTable(db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	target, err := NewTarget(TargetConfig{NetNS: ns})
+	target, err := NewTarget(TargetConfig{NetNS: string(ns)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,6 +54,9 @@ func newWorld(t *testing.T) *world {
 	cfg := ReconcilerConfig(table, target)
 	cfg.RetryBackoffMin = 10 * time.Millisecond
 	cfg.RetryBackoffMax = 50 * time.Millisecond
+	for _, e := range edit {
+		e(&cfg)
+	}
 	r := reconcilertest.Start(t, db, cfg)
 	return &world{t: t, ns: ns, db: db, table: table, target: target, r: r}
 }

@@ -27,8 +27,8 @@ import (
 func (t *Target) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*Route]) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.h == nil {
-		failAll(batch, ErrTargetClosed)
+	if err := t.connect(); err != nil {
+		failAll(batch, err)
 		return
 	}
 	devs := map[string]int{} // device indexes, looked up once per batch
@@ -111,8 +111,8 @@ func (t *Target) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []r
 func (t *Target) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*Route]) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.h == nil {
-		failAll(batch, ErrTargetClosed)
+	if err := t.connect(); err != nil {
+		failAll(batch, err)
 		return
 	}
 	var ambiguous []int
@@ -260,7 +260,7 @@ const maxDumpAttempts = 3
 
 // dump lists the routes of family that match filter (see
 // netlink.RouteListFilteredIter; with strict checking the kernel filters by
-// table and protocol). Routes with a TOS other than 0 are left out: a Route
+// table and protocol). A table that does not exist has no routes. Routes with a TOS other than 0 are left out: a Route
 // never has one, so they never share its identity.
 func (t *Target) dump(family int, filter *netlink.Route, mask uint64) ([]kernelRoute, error) {
 	var routes []kernelRoute
@@ -276,6 +276,11 @@ func (t *Target) dump(family int, filter *netlink.Route, mask uint64) ([]kernelR
 		if !errors.Is(err, netlink.ErrDumpInterrupted) {
 			break
 		}
+	}
+	if errors.Is(err, unix.ENOENT) {
+		// A listing filtered by a table the kernel does not have yet (no
+		// route was ever added to it): no routes.
+		return nil, nil
 	}
 	return routes, err
 }

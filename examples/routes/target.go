@@ -29,12 +29,15 @@ const DefaultProtocol = 0xFE
 // every administrator's `ip route add`.
 const minProtocol = 5
 
-// TargetConfig configures a Target. The zero value manages the current
+// TargetConfig configures a Target. The zero value manages the process's
 // network namespace with DefaultProtocol.
 type TargetConfig struct {
-	// NetNS is the network namespace whose routes the target manages; ""
-	// is the namespace of the calling thread when NewTarget runs.
-	NetNS netnsutil.NS
+	// NetNS is the network namespace whose routes the target manages: the
+	// path of a namespace file (/var/run/netns/NAME, /proc/PID/ns/net) or
+	// the name of one under /var/run/netns. "" is the process's own. The
+	// target opens its netlink sockets there at its first operation, so
+	// the namespace may be created after NewTarget.
+	NetNS string
 	// Protocol marks the target's routes: 5 to 255, default
 	// DefaultProtocol. Give every program that manages routes a number
 	// of its own: Prune deletes every route of this protocol that is not
@@ -43,8 +46,8 @@ type TargetConfig struct {
 }
 
 // Target is a reconciler.Target[*Route] (and a
-// reconciler.BatchTarget[*Route]) that applies routes over rtnetlink in one
-// network namespace.
+// reconciler.BatchTarget[*Route] and a reconciler.Planner[*Route], see
+// plan.go) that applies routes over rtnetlink in one network namespace.
 //
 // Ownership: every route it installs carries its protocol number. It never
 // changes or deletes a route of another protocol: Update fails with
@@ -64,10 +67,12 @@ type TargetConfig struct {
 // when done.
 type Target struct {
 	proto int
+	ns    netnsutil.NS
 
-	mu sync.Mutex      // serializes operations and Close
-	h  *netlink.Handle // listings and device lookups; nil once closed
-	p  *pipeline       // route changes
+	mu     sync.Mutex      // serializes operations and Close
+	closed bool            // Close was called
+	h      *netlink.Handle // listings and device lookups; nil until the first operation
+	p      *pipeline       // route changes; nil until the first operation
 }
 
 var (
@@ -75,9 +80,11 @@ var (
 	_ reconciler.BatchTarget[*Route] = (*Target)(nil)
 )
 
-// NewTarget opens netlink sockets in cfg.NetNS and returns a Target that
-// uses them. Errors: ErrInvalidConfig for a Protocol out of range, or the
-// error of opening the namespace or the socket.
+// NewTarget checks cfg and returns a Target. It opens nothing: the netlink
+// sockets are opened in cfg.NetNS at the first operation, whose error it is
+// if that fails (a namespace that does not exist yet, say), to be retried.
+// Errors: ErrInvalidConfig for a Protocol out of range or a NetNS that
+// cannot name a namespace ("..").
 func NewTarget(cfg TargetConfig) (*Target, error) {
 	proto := cfg.Protocol
 	if proto == 0 {
@@ -87,19 +94,36 @@ func NewTarget(cfg TargetConfig) (*Target, error) {
 		return nil, fmt.Errorf("%w: Protocol %d is out of range (%d to 255; 0 to %d belong to the kernel and to `ip route`)",
 			ErrInvalidConfig, cfg.Protocol, minProtocol, minProtocol-1)
 	}
+	ns, err := netnsutil.Resolve(cfg.NetNS)
+	if err != nil {
+		return nil, fmt.Errorf("%w: NetNS: %w", ErrInvalidConfig, err)
+	}
+	return &Target{proto: proto, ns: ns}, nil
+}
+
+// connect opens the netlink sockets in the target's namespace, unless they
+// are open. Errors: ErrTargetClosed, or the error of opening the namespace
+// or a socket. t.mu is held.
+func (t *Target) connect() error {
+	if t.closed {
+		return ErrTargetClosed
+	}
+	if t.h != nil {
+		return nil
+	}
 	ns := netns.None()
-	if cfg.NetNS != "" {
+	if t.ns != "" {
 		var err error
-		ns, err = netns.GetFromPath(string(cfg.NetNS))
+		ns, err = netns.GetFromPath(string(t.ns))
 		if err != nil {
-			return nil, fmt.Errorf("routes target: network namespace %s: %w", cfg.NetNS, err)
+			return fmt.Errorf("routes target: network namespace %s: %w", t.ns, err)
 		}
 		// The sockets keep the namespace; the handle to it can go.
 		defer ns.Close()
 	}
 	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
 	if err != nil {
-		return nil, fmt.Errorf("routes target: netlink socket in network namespace %q: %w", cfg.NetNS, err)
+		return fmt.Errorf("routes target: netlink socket in network namespace %q: %w", t.ns, err)
 	}
 	// Have the kernel filter route listings by table and protocol.
 	// Kernels before 4.20 do not know the option; the library then
@@ -108,19 +132,21 @@ func NewTarget(cfg TargetConfig) (*Target, error) {
 	p, err := newPipeline(ns)
 	if err != nil {
 		h.Close()
-		return nil, fmt.Errorf("routes target: netlink socket in network namespace %q: %w", cfg.NetNS, err)
+		return fmt.Errorf("routes target: netlink socket in network namespace %q: %w", t.ns, err)
 	}
-	return &Target{proto: proto, h: h, p: p}, nil
+	t.h, t.p = h, p
+	return nil
 }
 
 // Protocol returns the protocol number that marks the target's routes.
 func (t *Target) Protocol() int { return t.proto }
 
-// Close closes the netlink socket. Later operations fail with
+// Close closes the netlink sockets. Later operations fail with
 // ErrTargetClosed. Closing twice is a no-op. It always returns nil.
 func (t *Target) Close() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.closed = true
 	if t.h != nil {
 		t.h.Close()
 		t.p.close()
@@ -162,20 +188,17 @@ func (t *Target) Prune(ctx context.Context, txn statedb.ReadTxn, desired iter.Se
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.h == nil {
-		return ErrTargetClosed
+	if err := t.connect(); err != nil {
+		return err
 	}
 	var stale []routeOp
 	for _, family := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
-		filter := &netlink.Route{Protocol: netlink.RouteProtocol(t.proto)}
-		routes, err := t.dump(family, filter, netlink.RT_FILTER_PROTOCOL|netlink.RT_FILTER_TABLE)
+		routes, err := t.stale(family, keep)
 		if err != nil {
-			return fmt.Errorf("listing routes of protocol %d: %w", t.proto, err)
+			return err
 		}
 		for _, kr := range routes {
-			if _, ok := keep[kr.key]; !ok && int(kr.Protocol) == t.proto {
-				stale = append(stale, routeOp{kind: opDelete, route: kroute{key: kr.key}})
-			}
+			stale = append(stale, routeOp{kind: opDelete, route: kroute{key: kr.key}})
 		}
 	}
 	if err := ctx.Err(); err != nil {

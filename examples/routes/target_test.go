@@ -6,8 +6,9 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/steadystate/steadystate/examples/internal/netnsutil"
+	"github.com/steadystate/steadystate/examples/internal/netnstest"
 	"github.com/steadystate/steadystate/reconciler"
 )
 
@@ -119,9 +120,9 @@ func TestChange(t *testing.T) {
 }
 
 // TestRepairDrift changes the kernel behind the reconciler's back and
-// expects a full reconciliation to put everything back.
+// expects the refresh of Done objects and a prune to put everything back.
 func TestRepairDrift(t *testing.T) {
-	w := newWorld(t)
+	w := newWorld(t, func(cfg *reconciler.Config[*Route]) { cfg.RefreshInterval = 100 * time.Millisecond })
 	applyDesired(t, w)
 
 	w.ip("route", "del", "10.0.0.0/8")
@@ -295,14 +296,14 @@ func TestObjectErrors(t *testing.T) {
 // TestTargetDirect exercises the target without a reconciler: validation
 // is terminal, idempotence, two protocols in one namespace, Close.
 func TestTargetDirect(t *testing.T) {
-	ns := netnsutil.NewTestNS(t)
+	ns := netnstest.New(t)
 	ctx := context.Background()
-	a, err := NewTarget(TargetConfig{NetNS: ns})
+	a, err := NewTarget(TargetConfig{NetNS: string(ns)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := NewTarget(TargetConfig{NetNS: ns, Protocol: 200})
+	b, err := NewTarget(TargetConfig{NetNS: string(ns), Protocol: 200})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,8 +371,19 @@ func TestNewTargetConfig(t *testing.T) {
 			t.Errorf("NewTarget(Protocol: %d) = %v, want ErrInvalidConfig", p, err)
 		}
 	}
-	if _, err := NewTarget(TargetConfig{NetNS: "/nonexistent/netns"}); err == nil {
-		t.Error("NewTarget with a missing namespace succeeded")
+	if _, err := NewTarget(TargetConfig{NetNS: ".."}); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("NewTarget(NetNS: ..) = %v, want ErrInvalidConfig", err)
+	}
+	// The namespace is entered at the first operation: a missing one is
+	// that operation's error, naming it, and not a closed target's.
+	tg, err := NewTarget(TargetConfig{NetNS: "/nonexistent/netns"})
+	if err != nil {
+		t.Fatalf("NewTarget with a namespace that does not exist yet: %v", err)
+	}
+	defer tg.Close()
+	err = tg.Update(context.Background(), nil, route("blackhole 10.0.0.0/8"))
+	if err == nil || errors.Is(err, ErrTargetClosed) || !strings.Contains(err.Error(), "/nonexistent/netns") {
+		t.Errorf("Update in a missing namespace = %v, want an error naming it", err)
 	}
 }
 
@@ -379,9 +391,9 @@ func TestNewTargetConfig(t *testing.T) {
 // spread among successes, and checks that each outcome lands on its own
 // entry.
 func TestBatches(t *testing.T) {
-	ns := netnsutil.NewTestNS(t)
+	ns := netnstest.New(t)
 	ctx := context.Background()
-	target, err := NewTarget(TargetConfig{NetNS: ns})
+	target, err := NewTarget(TargetConfig{NetNS: string(ns)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,26 +1,50 @@
-// Package sysctl is an example reconciler target: desired kernel settings
-// (sysctls such as net.ipv4.ip_forward) kept in a statedb table and written
-// to /proc/sys.
+// Package sysctl is an example reconciler target, and the template to copy
+// for a target of your own: desired kernel settings (sysctls such as
+// net.ipv4.ip_forward) kept in a statedb table and written to /proc/sys.
+//
+// # Layout
+//
+// Every example target has the same files; this one has nothing else:
+//
+//	doc.go      what it manages, how it owns things, how to run it
+//	errors.go   the sentinel errors
+//	types.go    the object (Sysctl): fields, Validate, Clone, status accessors
+//	table.go    the table's name and indexes (NameIndex, StatusIndex), NewTable
+//	target.go   the Target (NewTarget): Update, Delete, Prune
+//	plan.go     the Target's plan (reconciler.Planner): what an operation would change
+//	cell.go     ReconcilerConfig, and Cell: the table, target and reconciler as a hive module
+//
+// # What it manages and what it owns
 //
 // The target reads before it writes and skips a write that would change
 // nothing, so a full reconciliation of a converged system writes no file.
 // Before its first change of a key it records the value it found (in
 // memory, per key); Delete, and Prune for keys that are no longer desired,
 // write that value back and forget it. Keys the target never changed are
-// never touched, so Prune cannot undo settings made by others.
+// never touched, so Prune cannot undo settings made by others; a new target
+// (after a restart) owns nothing until it changes a key.
 //
-// Every file access runs inside TargetConfig.NetNS, so net.* keys are those
-// of that network namespace; keys outside net.* are global to the kernel
-// whichever namespace is used.
+// Every file access runs inside TargetConfig.NetNS (a path such as
+// /var/run/netns/blue or /proc/PID/ns/net, or a name under /var/run/netns;
+// "" is the process's own namespace), so net.* keys are those of that
+// network namespace; keys outside net.* are global to the kernel whichever
+// namespace is used (TargetConfig.NetworkOnly refuses them).
 //
 // Unknown keys, read-only keys and values the kernel rejects are terminal
 // errors (reconciler.Terminal): the object goes to Error and is not retried
 // until it changes.
 //
-// Wiring:
+// # Running it
 //
+// Without hive:
+//
+//	db := statedb.New()
 //	table, _ := sysctl.NewTable(db)
-//	target := sysctl.NewTarget(sysctl.TargetConfig{NetNS: ns})
+//	target, _ := sysctl.NewTarget(sysctl.TargetConfig{NetNS: "blue"})
 //	r, _ := reconciler.New(db, sysctl.ReconcilerConfig(table, target))
 //	go r.Run(ctx)
+//	// writers insert Sysctl objects with reconciler.StatusPending()
+//
+// With hive, include Cell and provide a TargetConfig (see Cell). Writing
+// to /proc/sys needs root (CAP_NET_ADMIN in the namespace for net.*).
 package sysctl

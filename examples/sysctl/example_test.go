@@ -22,7 +22,7 @@ func Example() {
 
 	db := statedb.New()
 	table, _ := sysctl.NewTable(db)
-	target := sysctl.NewTarget(sysctl.TargetConfig{ProcSysRoot: root})
+	target, _ := sysctl.NewTarget(sysctl.TargetConfig{ProcSysRoot: root})
 	r, _ := reconciler.New(db, sysctl.ReconcilerConfig(table, target))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

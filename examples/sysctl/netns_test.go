@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/steadystate/steadystate/examples/internal/netnstest"
 	"github.com/steadystate/steadystate/examples/internal/netnsutil"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/reconciler/reconcilertest"
@@ -37,9 +38,12 @@ func startReconciler(t *testing.T, ns netnsutil.NS) (*statedb.DB, statedb.RWTabl
 	if err != nil {
 		t.Fatal(err)
 	}
-	target := NewTarget(TargetConfig{NetNS: ns})
+	target := mustTarget(t, TargetConfig{NetNS: string(ns)})
 	cfg := ReconcilerConfig(table, target)
 	cfg.RetryBackoffMin = 10 * time.Millisecond
+	// Done objects are applied again once their status is this old, which
+	// repairs drift.
+	cfg.RefreshInterval = 50 * time.Millisecond
 	r := reconcilertest.Start(t, db, cfg)
 	return db, table, r, target
 }
@@ -60,7 +64,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // bad keys, repair drift on a full reconciliation, restore on delete, and
 // never change the host.
 func TestReconcileInNamespace(t *testing.T) {
-	ns := netnsutil.NewTestNS(t)
+	ns := netnstest.New(t)
 	keys := []string{"net.ipv4.ip_forward", "net.ipv4.ip_local_port_range", "net.ipv4.conf.lo.accept_local"}
 	host := map[string]string{}
 	before := map[string]string{}
@@ -110,12 +114,10 @@ func TestReconcileInNamespace(t *testing.T) {
 		}
 	}
 
-	// Change a value behind the target's back; a full reconciliation
-	// repairs it.
+	// Change a value behind the target's back; a refresh repairs it.
 	if err := ns.Do(func() error { return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("0"), 0) }); err != nil {
 		t.Fatal(err)
 	}
-	r.Prune()
 	eventually(t, "ip_forward is repaired", func() bool { return readNS(t, ns, "net.ipv4.ip_forward") == "1" })
 
 	// Delete desired objects: the values found before are restored.
@@ -144,14 +146,14 @@ func TestReconcileInNamespace(t *testing.T) {
 // agent) that never changed a key leaves it alone; one that did restores
 // it when it is no longer desired.
 func TestPruneRestoresInNamespace(t *testing.T) {
-	ns := netnsutil.NewTestNS(t)
+	ns := netnstest.New(t)
 	ctx := context.Background()
 	orig := readNS(t, ns, "net.ipv4.conf.lo.accept_local")
-	tg := NewTarget(TargetConfig{NetNS: ns})
+	tg := mustTarget(t, TargetConfig{NetNS: string(ns)})
 	if err := tg.Update(ctx, nil, &Sysctl{Name: "net.ipv4.conf.lo.accept_local", Value: "1"}); err != nil {
 		t.Fatal(err)
 	}
-	other := NewTarget(TargetConfig{NetNS: ns})
+	other := mustTarget(t, TargetConfig{NetNS: string(ns)})
 	if err := other.Prune(ctx, nil, func(func(*Sysctl, statedb.Revision) bool) {}); err != nil {
 		t.Fatal(err)
 	}

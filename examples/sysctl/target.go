@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"iter"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -27,9 +26,11 @@ type TargetConfig struct {
 	// ProcSysRoot is the directory that holds the sysctl tree. Default
 	// DefaultProcSysRoot; tests point it at a temporary directory.
 	ProcSysRoot string
-	// NetNS is the network namespace whose net.* sysctls are managed.
-	// "" is the process's own.
-	NetNS netnsutil.NS
+	// NetNS is the network namespace whose net.* sysctls are managed: the
+	// path of a namespace file (/var/run/netns/NAME, /proc/PID/ns/net) or
+	// the name of one under /var/run/netns. "" is the process's own. It is
+	// entered at each operation, so it may be created after NewTarget.
+	NetNS string
 	// NetworkOnly restricts the target to net.* sysctls, which belong to
 	// the network namespace. Any other key (kernel.*, vm.*, fs.*) is the
 	// whole machine's, whatever namespace the target works in: set this
@@ -39,7 +40,8 @@ type TargetConfig struct {
 }
 
 // Target writes desired sysctls to the sysctl tree. It implements
-// reconciler.Target[*Sysctl] and is safe for concurrent use.
+// reconciler.Target[*Sysctl] and reconciler.Planner[*Sysctl] (plan.go),
+// and is safe for concurrent use.
 type Target struct {
 	root        string
 	ns          netnsutil.NS
@@ -57,18 +59,23 @@ type Target struct {
 
 var _ reconciler.Target[*Sysctl] = (*Target)(nil)
 
-// NewTarget returns a target for cfg.
-func NewTarget(cfg TargetConfig) *Target {
+// NewTarget returns a target for cfg. Its error wraps ErrInvalidConfig
+// for a NetNS that cannot name a namespace ("..").
+func NewTarget(cfg TargetConfig) (*Target, error) {
 	if cfg.ProcSysRoot == "" {
 		cfg.ProcSysRoot = DefaultProcSysRoot
 	}
+	ns, err := netnsutil.Resolve(cfg.NetNS)
+	if err != nil {
+		return nil, fmt.Errorf("%w: NetNS: %w", ErrInvalidConfig, err)
+	}
 	return &Target{
 		root:        cfg.ProcSysRoot,
-		ns:          cfg.NetNS,
+		ns:          ns,
 		networkOnly: cfg.NetworkOnly,
 		writeFile:   writeKey,
 		original:    map[string]string{},
-	}
+	}, nil
 }
 
 // Update writes obj's value unless the key already has it (compared with
@@ -158,23 +165,13 @@ func (t *Target) restore(name string) error {
 	return err
 }
 
-var errUnknownKey = errors.New("unknown sysctl")
-
-// ErrNotNetwork is wrapped by the error of a non-net.* sysctl on a target
-// with NetworkOnly.
-var ErrNotNetwork = errors.New("sysctl outside the network namespace")
-
 // set writes value to name unless it is there already. With record, the
 // value found before the first change is kept in t.original. t.mu is held.
 func (t *Target) set(name, value string, record bool) error {
-	rel, err := keyPath(name)
+	path, err := t.path(name)
 	if err != nil {
-		return reconciler.Terminal(err)
+		return err
 	}
-	if t.networkOnly && !strings.HasPrefix(name, "net.") {
-		return reconciler.Terminal(fmt.Errorf("%w: %s is not a network-namespace sysctl (not net.*): changing it would change the whole machine, which this target may not do", ErrNotNetwork, name))
-	}
-	path := filepath.Join(t.root, rel)
 	return t.ns.Do(func() error {
 		cur, readable, err := readKey(path)
 		if err != nil {
@@ -192,6 +189,17 @@ func (t *Target) set(name, value string, record bool) error {
 		return nil
 	})
 }
+
+// checkNetwork refuses a key outside net.* on a NetworkOnly target.
+func (t *Target) checkNetwork(name string) error {
+	if t.networkOnly && !strings.HasPrefix(name, "net.") {
+		return reconciler.Terminal(fmt.Errorf("%w: %s is not a network-namespace sysctl (not net.*): changing it would change the whole machine, which this target may not do", ErrNotNetwork, name))
+	}
+	return nil
+}
+
+// isUnknown reports whether err (of classify) says the key does not exist.
+func isUnknown(err error) bool { return errors.Is(err, errUnknownKey) }
 
 // readKey reads a key. A write-only key (such as net.ipv4.route.flush)
 // yields readable=false and no error: it is written every time and its

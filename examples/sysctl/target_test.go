@@ -29,7 +29,7 @@ func fakeRoot(t *testing.T, keys map[string]string) (*Target, string, *int) {
 			t.Fatal(err)
 		}
 	}
-	tg := NewTarget(TargetConfig{ProcSysRoot: root})
+	tg := mustTarget(t, TargetConfig{ProcSysRoot: root})
 	writes := new(int)
 	tg.writeFile = func(path, value string) error { *writes++; return writeKey(path, value) }
 	return tg, root, writes
@@ -45,9 +45,28 @@ func readFake(t *testing.T, root, name string) string {
 	return string(b)
 }
 
-func TestNewTargetDefaults(t *testing.T) {
-	if tg := NewTarget(TargetConfig{}); tg.root != DefaultProcSysRoot || tg.ns != "" {
+// mustTarget returns NewTarget(cfg) or fails the test.
+func mustTarget(t *testing.T, cfg TargetConfig) *Target {
+	t.Helper()
+	tg, err := NewTarget(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tg
+}
+
+func TestNewTarget(t *testing.T) {
+	if tg := mustTarget(t, TargetConfig{}); tg.root != DefaultProcSysRoot || tg.ns != "" {
 		t.Errorf("defaults: root %q ns %q", tg.root, tg.ns)
+	}
+	if tg := mustTarget(t, TargetConfig{NetNS: "blue"}); tg.ns != "/var/run/netns/blue" {
+		t.Errorf("NetNS blue: ns %q, want the named namespace's path", tg.ns)
+	}
+	if tg := mustTarget(t, TargetConfig{NetNS: "/proc/1/ns/net"}); tg.ns != "/proc/1/ns/net" {
+		t.Errorf("NetNS /proc/1/ns/net: ns %q", tg.ns)
+	}
+	if _, err := NewTarget(TargetConfig{NetNS: ".."}); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("NetNS ..: %v, want ErrInvalidConfig", err)
 	}
 }
 
@@ -178,7 +197,7 @@ func TestNetworkOnly(t *testing.T) {
 	if got := readFake(t, root, "net.ipv4.ip_forward"); got != "1" && got != "1\n" {
 		t.Fatalf("net.ipv4.ip_forward = %q", got)
 	}
-	if NewTarget(TargetConfig{NetworkOnly: true}).networkOnly != true {
+	if mustTarget(t, TargetConfig{NetworkOnly: true}).networkOnly != true {
 		t.Fatal("TargetConfig.NetworkOnly not applied")
 	}
 }

@@ -1,7 +1,6 @@
 package sysctl
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -27,9 +26,6 @@ const (
 	// MaxValueLen is the longest accepted Value.
 	MaxValueLen = 4096
 )
-
-// ErrInvalid is wrapped by every error of Validate.
-var ErrInvalid = errors.New("invalid sysctl")
 
 // Clone returns a shallow copy (all fields are values).
 func (s *Sysctl) Clone() *Sysctl {

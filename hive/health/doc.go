@@ -15,7 +15,11 @@
 //     Scope ids are the dotted path of names below the root.
 //   - A closed scope is gone from the tree and ignores further updates;
 //     closing a scope closes its children.
-//   - A scope that never reported itself but has children shows the worst
-//     level among them (Degraded, then Unknown, then OK, then Stopped), so a
-//     module reflects its jobs.
+//   - A scope's level (in Status, /healthz and the metric) is its
+//     effective level: the worst of its own report and its children's
+//     effective levels, in the order Degraded, Unknown, OK, Stopped. A
+//     Degraded reconciler under a job that reports "OK running" thus shows
+//     Degraded at the job, its module and the root; a scope that never
+//     reported itself shows its children's worst (Unknown without
+//     children). Each scope's own report stays in its Message and Error.
 package health

@@ -46,17 +46,37 @@ var severity = map[Level]int{
 
 func (n *node) statusLocked() Status {
 	s := Status{
-		ID: n.id, Name: n.name, Level: n.level,
+		ID: n.id, Name: n.name,
 		Message: n.message, Error: n.err, Updated: n.updated,
 	}
-	for i, c := range n.children {
+	levels := make([]Level, 0, len(n.children))
+	for _, c := range n.children {
 		cs := c.statusLocked()
-		if !n.reported && (i == 0 || severity[cs.Level] > severity[s.Level]) {
-			s.Level = cs.Level
-		}
+		levels = append(levels, cs.Level)
 		s.Children = append(s.Children, cs)
 	}
+	s.Level = n.effective(levels)
 	return s
+}
+
+// effective returns the scope's level given its children's effective
+// levels: the worst of its own report and theirs. A scope that never
+// reported has no level of its own: it shows its children's worst, or
+// Unknown without children.
+func (n *node) effective(children []Level) Level {
+	if len(children) == 0 {
+		return n.level
+	}
+	l := children[0]
+	if n.reported {
+		l = n.level
+	}
+	for _, c := range children {
+		if severity[c] > severity[l] {
+			l = c
+		}
+	}
+	return l
 }
 
 // WriteText prints the status tree, one scope a line, indented by depth:

@@ -43,27 +43,47 @@ func TestTree(t *testing.T) {
 			want: "hive  Degraded\n  agent  Degraded\n    a  OK  fine\n    b  Degraded  broken: disk full\n    c  Stopped  done\n",
 		},
 		{
-			name: "own report wins over children; stopped ranks below OK",
+			name: "a scope is the worst of its own report and its children; stopped ranks below OK",
 			build: func(t *health.Tree) {
 				m := module(t, "agent")
 				m.OK("module fine")
 				m.NewScope("x").Degraded("bad", nil)
 				n := module(t, "other")
+				n.OK("fine")
 				n.NewScope("y").Stopped("done")
 				n.NewScope("z").OK("")
 			},
-			want: "hive  OK\n  agent  OK  module fine\n    x  Degraded  bad\n  other  OK\n    y  Stopped  done\n    z  OK\n",
+			want: "hive  Degraded\n  agent  Degraded  module fine\n    x  Degraded  bad\n  other  OK  fine\n    y  Stopped  done\n    z  OK\n",
+		},
+		{
+			name: "a Degraded reconciler under a job that reports OK running",
+			build: func(t *health.Tree) {
+				job := module(t, "agent").NewScope("reconcile-routes")
+				job.OK("running")
+				job.NewScope("reconciler").Degraded("1 of 4 objects failing", errors.New("ENODEV"))
+				module(t, "other").NewScope("job").OK("running")
+			},
+			want: "hive  Degraded\n  agent  Degraded\n    reconcile-routes  Degraded  running\n      reconciler  Degraded  1 of 4 objects failing: ENODEV\n  other  OK\n    job  OK  running\n",
+		},
+		{
+			name: "a reported scope with a child that has not reported yet is Unknown",
+			build: func(t *health.Tree) {
+				job := module(t, "agent").NewScope("job")
+				job.OK("running")
+				job.NewScope("sub")
+			},
+			want: "hive  Unknown\n  agent  Unknown\n    job  Unknown  running\n      sub  Unknown\n",
 		},
 		{
 			name: "duplicate names get suffixes; Module reuses the module's scope",
 			build: func(t *health.Tree) {
 				m := module(t, "m")
-				m.NewScope("job")
+				m.NewScope("job").OK("first")
 				m.NewScope("job").OK("second")
 				module(t, "m").OK("same module scope")
 				t.Root().NewScope("m").OK("not a module")
 			},
-			want: "hive  OK\n  m  OK  same module scope\n    job  Unknown\n    job#2  OK  second\n  m#2  OK  not a module\n",
+			want: "hive  OK\n  m  OK  same module scope\n    job  OK  first\n    job#2  OK  second\n  m#2  OK  not a module\n",
 		},
 		{
 			name: "a module whose name a job took first is suffixed",
@@ -166,6 +186,22 @@ steadystate_health_scopes{level="Unknown",module="agent.routes"} 1
 `,
 		},
 		{
+			name: "a job counts at its effective level: a Degraded reconciler below makes it Degraded",
+			build: func(t *health.Tree) {
+				m := module(t, "agent")
+				job := m.NewScope("reconcile-routes")
+				job.OK("running")
+				job.NewScope("reconciler").Degraded("failing", nil)
+				m.NewScope("other-job").OK("running")
+			},
+			want: `
+steadystate_health_scopes{level="Degraded",module="agent"} 2
+steadystate_health_scopes{level="OK",module="agent"} 1
+steadystate_health_scopes{level="Stopped",module="agent"} 0
+steadystate_health_scopes{level="Unknown",module="agent"} 0
+`,
+		},
+		{
 			name: "a module's own report counts; scopes outside modules are module \"\"",
 			build: func(t *health.Tree) {
 				module(t, "m").Stopped("done")
@@ -184,7 +220,7 @@ steadystate_health_scopes{level="Unknown",module="m"} 0
 		},
 	}
 	const header = `
-# HELP steadystate_health_scopes Health scopes of a module at each level: the module's own scope once it reported, and the scopes of its jobs and components (not those of its sub-modules). Scopes that only group others (never reported, with children) are not counted. Label module is the full module id ("" for scopes outside every module).
+# HELP steadystate_health_scopes Health scopes of a module at each level: the module's own scope once it reported, and the scopes of its jobs and components (not those of its sub-modules), each at its effective level: the worst of its own and its children's. Scopes that only group others (never reported, with children) are not counted. Label module is the full module id ("" for scopes outside every module).
 # TYPE steadystate_health_scopes gauge`
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

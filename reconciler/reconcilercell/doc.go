@@ -29,10 +29,19 @@
 //	steadystate_reconciler_operation_duration_seconds{operation}            histogram: target operations (a batch counts once)
 //	steadystate_reconciler_queued_retries                                   gauge: objects waiting to be retried
 //	steadystate_reconciler_prune_duration_seconds{result}                   histogram: Target.Prune calls
-//	steadystate_reconciler_full_reconciliation_duration_seconds{result}     histogram: full reconciliations (prune and refresh)
+//	steadystate_reconciler_full_reconciliation_duration_seconds{result}     histogram: prunes (plan, Prune and bookkeeping)
+//	steadystate_reconciler_plan_duration_seconds{operation, result}         histogram: plans of Planner targets
+//	steadystate_reconciler_drift_repaired_total                             counter: objects whose refresh found and repaired drift
+//	steadystate_reconciler_pruned_total                                     counter: leftovers removed by prunes
+//	steadystate_reconciler_skipped_total{operation}                         counter: operations not made, their plan being empty
+//	steadystate_reconciler_refresh_queue                                    gauge: Done objects due for a refresh, waiting for the rate
+//	steadystate_reconciler_workers_busy                                     gauge: workers running target operations
+//	steadystate_reconciler_stuck_operations                                 gauge: abandoned operations that have not returned
 //	steadystate_reconciler_objects{status}                                  gauge: objects of the table by status kind
 //
-// operation is update, delete, prune or refresh (see reconciler.Operation);
+// The counters and histograms of Planner targets appear once they have a
+// first sample. operation is update, delete, prune or refresh (see
+// reconciler.Operation);
 // result is ok or error; status is Pending, Refreshing, Done or Error. The
 // objects currently failing are steadystate_reconciler_objects{status="Error"}:
 // there is no separate gauge of them.

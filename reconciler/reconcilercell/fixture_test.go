@@ -3,10 +3,8 @@ package reconcilercell
 import (
 	"context"
 	"errors"
-	"iter"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 
 	"github.com/steadystate/steadystate/index"
 	"github.com/steadystate/steadystate/reconciler"
+	"github.com/steadystate/steadystate/reconciler/reconcilertest"
 	"github.com/steadystate/steadystate/statedb"
 )
 
@@ -34,41 +33,15 @@ var idIndex = statedb.Index[*object, string]{
 
 var statusIndex = reconciler.StatusIndex(getStatus)
 
-// target applies objects to a set; the objects whose ID is in fail fail.
-type target struct {
-	fail map[string]bool
-
-	mu      sync.Mutex
-	applied map[string]bool
-}
-
-func newTarget(fail ...string) *target {
-	t := &target{fail: map[string]bool{}, applied: map[string]bool{}}
+// newTarget returns a recording target (reconcilertest.Target) on which
+// the objects of the given IDs fail, every time, with an error wrapping
+// reconcilertest.ErrInjected.
+func newTarget(fail ...string) *reconcilertest.Target[*object] {
+	t := reconcilertest.NewTarget(func(o *object) string { return o.ID })
 	for _, id := range fail {
-		t.fail[id] = true
+		t.Inject(id, reconcilertest.Fault{})
 	}
 	return t
-}
-
-func (t *target) Update(_ context.Context, _ statedb.ReadTxn, o *object) error {
-	if t.fail[o.ID] {
-		return errors.New("injected failure of " + o.ID)
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.applied[o.ID] = true
-	return nil
-}
-
-func (t *target) Delete(_ context.Context, _ statedb.ReadTxn, o *object) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.applied, o.ID)
-	return nil
-}
-
-func (t *target) Prune(context.Context, statedb.ReadTxn, iter.Seq2[*object, statedb.Revision]) error {
-	return nil
 }
 
 // newTable returns a DB with an empty table of objects, indexed by status.
@@ -84,7 +57,7 @@ func newTable(t *testing.T, name string) (*statedb.DB, statedb.RWTable[*object])
 
 // config is a valid config of a reconciler named name; a failed object
 // is retried only after an hour, that is not during a test.
-func config(name string, tbl statedb.RWTable[*object], target *target) reconciler.Config[*object] {
+func config(name string, tbl statedb.RWTable[*object], target reconciler.Target[*object]) reconciler.Config[*object] {
 	return reconciler.Config[*object]{
 		Name:            name,
 		Table:           tbl,
@@ -115,8 +88,9 @@ func remove(db *statedb.DB, tbl statedb.RWTable[*object], ids ...string) statedb
 	return tbl.Revision(wtxn.Commit())
 }
 
-// reconciled waits until r has attempted every change up to rev; the
-// error wraps ErrNotAllReconciled when some objects failed.
+// reconciled waits until r (one that Register runs in a hive; those of
+// reconcilertest.Start have Reconciled) has attempted every change up to
+// rev; the error wraps ErrNotAllReconciled when some objects failed.
 func reconciled(t *testing.T, r reconciler.Reconciler[*object], rev statedb.Revision) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -128,7 +102,8 @@ func reconciled(t *testing.T, r reconciler.Reconciler[*object], rev statedb.Revi
 	return err
 }
 
-// eventually polls cond until it holds, for a state that is sure to come.
+// eventually polls cond until it holds, for a state of the hive's health
+// tree that is sure to come (the tree has no change notification).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)

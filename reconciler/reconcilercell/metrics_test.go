@@ -1,7 +1,6 @@
 package reconcilercell
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -10,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/steadystate/steadystate/reconciler"
+	"github.com/steadystate/steadystate/reconciler/reconcilertest"
 )
 
 // A reconciler's metrics have exactly the names and labels of the package
@@ -28,22 +28,21 @@ func TestPrometheusMetrics(t *testing.T) {
 	cfg := config("rec", tbl, newTarget("bad"))
 	cfg.Metrics = m
 	reg.MustRegister(NewStatusCollector("rec", db, tbl.ToTable(), getStatus))
-	r, err := reconciler.New(db, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- r.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	target := cfg.Target.(*reconcilertest.Target[*object])
+	r := reconcilertest.Start(t, db, cfg)
 
-	if err := reconciled(t, r, insert(db, tbl, "a", "b", "bad")); !errors.Is(err, reconciler.ErrNotAllReconciled) {
+	insert(db, tbl, "a", "b", "bad")
+	if err := r.Reconciled(); !errors.Is(err, reconciler.ErrNotAllReconciled) {
 		t.Fatalf("bad did not fail: %v", err)
 	}
-	reconciled(t, r, remove(db, tbl, "a"))
+	remove(db, tbl, "a")
+	if err := r.Reconciled(); !errors.Is(err, reconciler.ErrNotAllReconciled) {
+		t.Fatalf("bad is still failing: %v", err)
+	}
 	r.Prune()
 	const full = `steadystate_reconciler_full_reconciliation_duration_seconds{reconciler="rec",result="ok",table="routes"}`
-	eventually(t, "a full reconciliation", func() bool { return gather(t, reg)[full] == 1 })
+	target.WaitUntil(t, "a prune", func() bool { return target.Count(reconciler.OpPrune, "") == 1 })
+	eventually(t, "the full reconciliation's metrics", func() bool { return gather(t, reg)[full] == 1 })
 
 	// The prune refreshes nothing (refresh is by age, RefreshInterval);
 	// bad waits for its retry, an hour away; a is gone. No operation is

@@ -1,6 +1,7 @@
 // Package netnsutil runs code and commands inside a network namespace, and
-// creates throw-away namespaces for tests and for the example agent's
-// sandbox.
+// creates named namespaces for the example agent's sandbox. It is the
+// examples' runtime part and imports no test package; the test helpers
+// (throw-away namespaces, root checks) are in package netnstest.
 //
 // A Linux network namespace belongs to a thread, not a process. Do runs a
 // function on a goroutine locked to an OS thread that has entered the
@@ -14,18 +15,48 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"runtime"
-	"sync/atomic"
-	"testing"
+	"strings"
 
 	"github.com/vishvananda/netns"
 )
 
+// NamedDir is where named network namespaces live (`ip netns add NAME`
+// creates NamedDir/NAME).
+const NamedDir = "/var/run/netns"
+
 // NS names a network namespace by the path of its file ("" is the current
 // namespace of the process, e.g. /var/run/netns/NAME or /proc/PID/ns/net).
 type NS string
+
+var (
+	// ErrBadRef is wrapped by Resolve's errors.
+	ErrBadRef = errors.New("bad network namespace")
+	// ErrNoScratch is wrapped by Scratch's error when it cannot create its
+	// namespace (without CAP_SYS_ADMIN, say).
+	ErrNoScratch = errors.New("cannot create a scratch network namespace")
+)
+
+// Resolve turns the NetNS field of an example target's config into an NS:
+// "" is the current namespace, a value with a "/" is the path of a
+// namespace file (/var/run/netns/x, /proc/PID/ns/net), anything else is
+// the name of a namespace under NamedDir. A name that could leave NamedDir
+// ("." or "..") or contains a NUL is an error wrapping ErrBadRef. Whether
+// the namespace exists is not checked: it may be created later.
+func Resolve(ref string) (NS, error) {
+	switch {
+	case ref == "":
+		return "", nil
+	case strings.ContainsRune(ref, 0):
+		return "", fmt.Errorf("%w %q: contains a NUL byte", ErrBadRef, ref)
+	case strings.Contains(ref, "/"):
+		return NS(ref), nil
+	case ref == "." || ref == "..":
+		return "", fmt.Errorf("%w %q: not a namespace name", ErrBadRef, ref)
+	}
+	return NS(NamedDir + "/" + ref), nil
+}
 
 // Do runs fn inside ns. With ns == "" it just calls fn.
 func (ns NS) Do(fn func() error) error {
@@ -69,24 +100,17 @@ func (ns NS) Do(fn func() error) error {
 
 // Command runs name with args inside ns and returns its combined output.
 func (ns NS) Command(name string, args ...string) ([]byte, error) {
-	var out []byte
-	err := ns.Do(func() error {
-		var err error
-		out, err = exec.Command(name, args...).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("%s %v: %w: %s", name, args, err, out)
-		}
-		return nil
-	})
-	return out, err
+	return ns.CommandStdin(nil, name, args...)
 }
 
-// CommandStdin is Command with stdin.
+// CommandStdin is Command with stdin (nil: none).
 func (ns NS) CommandStdin(stdin []byte, name string, args ...string) ([]byte, error) {
 	var out []byte
 	err := ns.Do(func() error {
 		cmd := exec.Command(name, args...)
-		cmd.Stdin = bytes.NewReader(stdin)
+		if stdin != nil {
+			cmd.Stdin = bytes.NewReader(stdin)
+		}
 		var err error
 		out, err = cmd.CombinedOutput()
 		if err != nil {
@@ -98,7 +122,7 @@ func (ns NS) CommandStdin(stdin []byte, name string, args ...string) ([]byte, er
 }
 
 // NewNamed creates a named network namespace (as `ip netns add` does, under
-// /var/run/netns) with its loopback up, and returns it with a function that
+// NamedDir) with its loopback up, and returns it with a function that
 // deletes it. It needs root.
 func NewNamed(name string) (NS, func() error, error) {
 	var handle netns.NsHandle
@@ -131,7 +155,7 @@ func NewNamed(name string) (NS, func() error, error) {
 		return "", nil, err
 	}
 	handle.Close()
-	ns := NS("/var/run/netns/" + name)
+	ns := NS(NamedDir + "/" + name)
 	if _, err := ns.Command("ip", "link", "set", "lo", "up"); err != nil {
 		netns.DeleteNamed(name)
 		return "", nil, err
@@ -139,50 +163,25 @@ func NewNamed(name string) (NS, func() error, error) {
 	return ns, func() error { return netns.DeleteNamed(name) }, nil
 }
 
-// RequireRoot skips t when not running as root, unless
-// STEADYSTATE_REQUIRE_ROOT_TESTS=1 (as in CI), where it fails instead: a
-// root test must never be skipped silently in CI.
-func RequireRoot(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("STEADYSTATE_REQUIRE_ROOT_TESTS") == "1" {
-		t.Fatal("this test needs root, and STEADYSTATE_REQUIRE_ROOT_TESTS=1 forbids skipping it")
-	}
-	t.Skip("skipping: this test needs root (it creates network namespaces); run as root to include it")
-}
-
-// RequireCommand is like RequireRoot for a command the test needs, such as
-// iptables-restore.
-func RequireCommand(t testing.TB, name string) {
-	t.Helper()
-	if _, err := exec.LookPath(name); err == nil {
-		return
-	}
-	if os.Getenv("STEADYSTATE_REQUIRE_ROOT_TESTS") == "1" {
-		t.Fatalf("this test needs %s, and STEADYSTATE_REQUIRE_ROOT_TESTS=1 forbids skipping it", name)
-	}
-	t.Skipf("skipping: %s is not installed", name)
-}
-
-// testNamespaces numbers the namespaces NewTestNS creates.
-var testNamespaces atomic.Int64
-
-// NewTestNS creates a named namespace for the test and deletes it when the
-// test ends.
-func NewTestNS(t testing.TB) NS {
-	t.Helper()
-	RequireRoot(t)
-	name := fmt.Sprintf("ss-test-%d-%d", os.Getpid(), testNamespaces.Add(1))
-	ns, del, err := NewNamed(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := del(); err != nil {
-			t.Errorf("deleting network namespace %s: %v", name, err)
+// Scratch runs fn in a new, empty network namespace of its own (only lo,
+// down), on a thread that no other goroutine ever uses: the thread is
+// dropped when fn returns, and with it the namespace. Processes fn starts
+// run there. It lets a program try something (such as loading rules to
+// see how the kernel shows them) without touching any namespace in use.
+// It needs CAP_SYS_ADMIN; without, the error wraps ErrNoScratch and fn is
+// not called.
+func Scratch(fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		// Never unlocked: the thread exits with this goroutine.
+		runtime.LockOSThread()
+		h, err := netns.New()
+		if err != nil {
+			errc <- fmt.Errorf("%w: %w", ErrNoScratch, err)
+			return
 		}
-	})
-	return ns
+		h.Close()
+		errc <- fn()
+	}()
+	return <-errc
 }

@@ -1,8 +1,7 @@
 package netnsutil
 
 import (
-	"os"
-	"strings"
+	"errors"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -10,34 +9,45 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func TestDoIsolatesNamespace(t *testing.T) {
-	ns := NewTestNS(t)
-	// Inside the namespace only lo exists; the host has more (or at least
-	// a different set) of links.
-	out, err := ns.Command("ip", "-o", "link", "show")
-	if err != nil {
-		t.Fatal(err)
+func TestResolve(t *testing.T) {
+	tests := []struct {
+		ref  string
+		want NS
+		bad  bool
+	}{
+		{"", "", false},
+		{"blue", NamedDir + "/blue", false},
+		{"/var/run/netns/red", "/var/run/netns/red", false},
+		{"/proc/42/ns/net", "/proc/42/ns/net", false},
+		{"..", "", true},
+		{".", "", true},
+		{"a\x00b", "", true},
 	}
-	if lines := strings.Split(strings.TrimSpace(string(out)), "\n"); len(lines) != 1 || !strings.Contains(lines[0], "lo:") {
-		t.Fatalf("links in new namespace = %q, want only lo", out)
+	for _, tt := range tests {
+		got, err := Resolve(tt.ref)
+		if tt.bad {
+			if !errors.Is(err, ErrBadRef) {
+				t.Errorf("Resolve(%q) = %q, %v; want ErrBadRef", tt.ref, got, err)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("Resolve(%q) = %q, %v; want %q", tt.ref, got, err, tt.want)
+		}
 	}
-	if !strings.Contains(string(out), "UP") {
-		t.Fatalf("lo is not up: %q", out)
+}
+
+// Do with the current namespace just calls the function; a namespace
+// that does not exist is an error naming it, and the function is not
+// called.
+func TestDo(t *testing.T) {
+	called := false
+	if err := NS("").Do(func() error { called = true; return nil }); err != nil || !called {
+		t.Fatalf("Do in the current namespace: %v, called %v", err, called)
 	}
-	// A sysctl written inside is not seen outside.
-	host, _ := os.ReadFile("/proc/sys/net/ipv4/ip_forward")
-	want := "1"
-	if strings.TrimSpace(string(host)) == "1" {
-		want = "0"
-	}
-	err = ns.Do(func() error { return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte(want), 0o644) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	var inside []byte
-	ns.Do(func() error { inside, err = os.ReadFile("/proc/sys/net/ipv4/ip_forward"); return err })
-	after, _ := os.ReadFile("/proc/sys/net/ipv4/ip_forward")
-	if strings.TrimSpace(string(inside)) != want || string(after) != string(host) {
-		t.Fatalf("ip_forward inside=%q host before=%q after=%q", inside, host, after)
+	called = false
+	err := NS("/nonexistent/netns").Do(func() error { called = true; return nil })
+	if err == nil || called {
+		t.Fatalf("Do in a missing namespace: %v, called %v", err, called)
 	}
 }

@@ -1,0 +1,155 @@
+package hive_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/steadystate/steadystate/hive"
+	"github.com/steadystate/steadystate/hive/cell"
+	"github.com/steadystate/steadystate/hive/health"
+	"github.com/steadystate/steadystate/hive/hivetest"
+	"github.com/steadystate/steadystate/hive/job"
+)
+
+// unixGet gets path from the HTTP server on the unix socket sock.
+func unixGet(t *testing.T, ctx context.Context, sock, path string) (string, error) {
+	t.Helper()
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	defer c.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://hive"+path, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+// Cells add handlers and a listener to the hive's HTTP server: it runs
+// without --metrics-addr, serves their handlers and /healthz on their
+// listener, and its stop ends a stream that is still running.
+func TestHTTPHandlersAndListeners(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "api.sock")
+	streaming := make(chan struct{})
+	streamEnded := make(chan struct{})
+	h := hive.New(
+		hive.MetricsServer,
+		cell.Module("api", "An API on a unix socket", cell.Provide(func(hl cell.Health) hive.HTTPOut {
+			hl.OK("serving")
+			return hive.HTTPOut{
+				Handlers: []hive.HTTPHandler{
+					{Pattern: "GET /hello", Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "hello") })},
+					{Pattern: "GET /stream", Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+						defer close(streamEnded)
+						w.WriteHeader(http.StatusOK)
+						w.(http.Flusher).Flush()
+						close(streaming)
+						<-r.Context().Done()
+					})},
+				},
+				Listeners: []hive.HTTPListener{{Name: "api socket", Listen: func(ctx context.Context) (net.Listener, error) {
+					return (&net.ListenConfig{}).Listen(ctx, "unix", sock)
+				}}},
+			}
+		}), cell.Invoke(func(*hive.MetricsEndpoint) {})),
+	)
+	ctx := context.Background()
+	if err := h.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := unixGet(t, ctx, sock, "/hello"); err != nil || got != "hello" {
+		t.Fatalf("GET /hello: %q, %v", got, err)
+	}
+	body, err := unixGet(t, ctx, sock, "/healthz")
+	var st health.Status
+	if err != nil || json.Unmarshal([]byte(body), &st) != nil || st.Level != health.LevelOK {
+		t.Fatalf("GET /healthz: %v %q", err, body)
+	}
+
+	streamCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go unixGet(t, streamCtx, sock, "/stream")
+	<-streaming
+	stopCtx, stopCancel := context.WithTimeout(ctx, 10*time.Second)
+	defer stopCancel()
+	if err := h.Stop(stopCtx); err != nil {
+		t.Fatalf("Stop with a stream open: %v", err)
+	}
+	select {
+	case <-streamEnded:
+	default:
+		t.Fatal("the stream's handler still runs after Stop")
+	}
+	if _, err := net.Dial("unix", sock); err == nil {
+		t.Fatal("the socket still answers after Stop")
+	}
+}
+
+// A handler whose pattern conflicts with another fails the construction,
+// and a listener that cannot listen fails the start, naming it.
+func TestHTTPErrors(t *testing.T) {
+	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	conflict := hive.New(hive.MetricsServer, cell.Provide(func() hive.HTTPOut {
+		return hive.HTTPOut{Handlers: []hive.HTTPHandler{{Pattern: "/healthz", Handler: ok}}}
+	}))
+	if err := conflict.Populate(); err == nil || !strings.Contains(err.Error(), `handler "/healthz"`) {
+		t.Fatalf("Populate with a conflicting pattern: %v", err)
+	}
+
+	failing := hivetest.Logger(t, 0)
+	h := hive.NewWithOptions(hive.Options{Logger: failing}, hive.MetricsServer, cell.Provide(func() hive.HTTPOut {
+		return hive.HTTPOut{Listeners: []hive.HTTPListener{{Name: "broken socket", Listen: func(context.Context) (net.Listener, error) {
+			return nil, errors.New("no such directory")
+		}}}}
+	}))
+	if err := h.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "broken socket: no such directory") {
+		t.Fatalf("Start with a failing listener: %v", err)
+	}
+}
+
+// A Degraded scope under a job that reports "OK running" makes the job,
+// its module and the root Degraded, in /healthz and in the health gauge.
+func TestHealthzEffectiveLevel(t *testing.T) {
+	var ep *hive.MetricsEndpoint
+	reported := make(chan struct{})
+	hivetest.StartWithOptions(t, hivetest.Options{Flags: []string{"--metrics-addr=127.0.0.1:0"}},
+		hive.MetricsServer,
+		cell.Invoke(func(e *hive.MetricsEndpoint) { ep = e }),
+		cell.Module("routes", "Routes", cell.Invoke(func(g job.Group) error {
+			return g.Add(job.OneShot("reconcile", func(ctx context.Context, h cell.Health) error {
+				h.NewScope("reconciler").Degraded("1 of 4 objects failing", errors.New("ENODEV"))
+				close(reported)
+				<-ctx.Done()
+				return nil
+			}))
+		})),
+	)
+	<-reported
+	var st health.Status
+	if err := json.Unmarshal([]byte(get(t, "http://"+ep.Addr()+"/healthz")), &st); err != nil {
+		t.Fatal(err)
+	}
+	mod := st.Children[0]
+	job := mod.Children[0]
+	if st.Level != health.LevelDegraded || mod.Level != health.LevelDegraded || job.Level != health.LevelDegraded || job.Message != "running" {
+		t.Fatalf("/healthz: root %s, module %s, job %s %q; want Degraded at each", st.Level, mod.Level, job.Level, job.Message)
+	}
+	metrics := get(t, "http://"+ep.Addr()+"/metrics")
+	if want := `steadystate_health_scopes{level="Degraded",module="routes"} 2`; !strings.Contains(metrics, want) {
+		t.Fatalf("/metrics lacks %q:\n%s", want, metrics)
+	}
+}
