@@ -1,12 +1,14 @@
 package etcd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -25,9 +27,21 @@ type Source struct {
 	table  string
 	node   string
 
+	// RequestTimeout bounds each request of List, so that an unreachable
+	// cluster is reported (the reflector retries with backoff) rather
+	// than waited for. A watch also checks every RequestTimeout that the
+	// cluster answers a linearizable read (an etcd watch whose members are
+	// all gone only waits): when it does not, the watch is lost, and the
+	// reflector lists again, reports the failure and retries. Default
+	// DefaultRequestTimeout.
+	RequestTimeout time.Duration
+
 	mu     sync.Mutex
 	listed view // as of the latest List
 }
+
+// DefaultRequestTimeout is Source.RequestTimeout's default.
+const DefaultRequestTimeout = 5 * time.Second
 
 // view is what a List found, and what the watch that follows starts from.
 type view struct {
@@ -50,6 +64,8 @@ func NewSource(client *clientv3.Client, layout Layout, table, node string) (*Sou
 
 // List reads both scopes' generations in force at one revision.
 func (s *Source) List(ctx context.Context) ([]reflector.Item[[]byte], uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(s.RequestTimeout, DefaultRequestTimeout))
+	defer cancel()
 	all, own := s.layout.Current(s.table, ScopeAll), s.layout.Current(s.table, NodeScope(s.node))
 	resp, err := s.client.Txn(ctx).Then(clientv3.OpGet(all), clientv3.OpGet(own)).Commit()
 	if err != nil {
@@ -127,10 +143,13 @@ func (s *Source) Watch(ctx context.Context, after uint64) (<-chan reflector.Even
 	wAll := s.client.Watch(clientv3.WithRequireLeader(ctx), s.layout.Scope(s.table, ScopeAll), opts...)
 	wOwn := s.client.Watch(clientv3.WithRequireLeader(ctx), s.layout.Scope(s.table, NodeScope(s.node)), opts...)
 	out := make(chan reflector.Event[[]byte])
+	probe := cmp.Or(s.RequestTimeout, DefaultRequestTimeout)
 	go func() {
 		defer close(out)
 		defer cancel()
 		w := watcher{s: s, v: v, out: out, ctx: ctx}
+		ticker := time.NewTicker(probe)
+		defer ticker.Stop()
 		for {
 			var resp clientv3.WatchResponse
 			var ok bool
@@ -138,6 +157,11 @@ func (s *Source) Watch(ctx context.Context, after uint64) (<-chan reflector.Even
 			select {
 			case <-ctx.Done():
 				return
+			case <-ticker.C:
+				if !s.alive(ctx, probe) {
+					return // lost: the reflector lists again
+				}
+				continue
 			case resp, ok = <-wAll:
 			case resp, ok = <-wOwn:
 				own = true
@@ -151,6 +175,15 @@ func (s *Source) Watch(ctx context.Context, after uint64) (<-chan reflector.Even
 		}
 	}()
 	return out, nil
+}
+
+// alive tells whether the cluster answers a linearizable read within
+// timeout.
+func (s *Source) alive(ctx context.Context, timeout time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	_, err := s.client.Get(ctx, s.layout.Current(s.table, ScopeAll), clientv3.WithCountOnly())
+	return err == nil
 }
 
 // watcher turns the watch responses of both scopes into events.

@@ -3,6 +3,7 @@ package etcd_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"maps"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/steadystate/steadystate/etcd"
 	"github.com/steadystate/steadystate/index"
 	"github.com/steadystate/steadystate/reconciler"
+	"github.com/steadystate/steadystate/reconciler/reconcilertest"
 	"github.com/steadystate/steadystate/reflector"
 	"github.com/steadystate/steadystate/statedb"
 )
@@ -35,13 +37,14 @@ var nameIndex = statedb.Index[*obj, string]{
 
 // node is one agent's table, filled by a reflector from etcd.
 type node struct {
-	db    *statedb.DB
-	table statedb.RWTable[*obj]
+	db     *statedb.DB
+	table  statedb.RWTable[*obj]
+	health *reconcilertest.Health
 }
 
 func startNode(t *testing.T, c *clientv3.Client, l etcd.Layout, name string) *node {
 	t.Helper()
-	n := &node{db: statedb.New()}
+	n := &node{db: statedb.New(), health: &reconcilertest.Health{}}
 	var err error
 	if n.table, err = statedb.NewTable(n.db, "objs", nameIndex); err != nil {
 		t.Fatal(err)
@@ -50,6 +53,7 @@ func startNode(t *testing.T, c *clientv3.Client, l etcd.Layout, name string) *no
 	if err != nil {
 		t.Fatal(err)
 	}
+	src.RequestTimeout = time.Second
 	r, err := reflector.New(n.db, reflector.Config[[]byte, *obj]{
 		Name:   "objs",
 		Source: src,
@@ -67,6 +71,8 @@ func startNode(t *testing.T, c *clientv3.Client, l etcd.Layout, name string) *no
 		BatchInterval:   time.Millisecond,
 		RetryBackoffMin: 10 * time.Millisecond,
 		RetryBackoffMax: 100 * time.Millisecond,
+		Health:          n.health,
+		Logger:          slog.New(slog.NewTextHandler(t.Output(), nil)),
 	})
 	if err != nil {
 		t.Fatal(err)
