@@ -37,13 +37,16 @@ type TableInfo struct {
 // QueryOp is the kind of lookup of an untyped query.
 type QueryOp string
 
-// The lookups of Table, by name.
+// The lookups of Table, by name (see also any_table_ops.go).
 const (
 	QueryGet        QueryOp = "get"
 	QueryList       QueryOp = "list"
 	QueryPrefix     QueryOp = "prefix"
 	QueryLowerBound QueryOp = "lowerbound"
 )
+
+// queryOpNames lists the operations anyQuery serves, for its error.
+const queryOpNames = "get, list, prefix, lowerbound, reverse-lowerbound, last, lpm"
 
 func (t *table[Obj]) info(txn ReadTxn) TableInfo {
 	ok, _ := t.Initialized(txn)
@@ -75,13 +78,18 @@ func (t *table[Obj]) anyQuery(txn ReadTxn, op QueryOp, indexName, key string) (i
 		return nil, tableError(t.name, fmt.Errorf("%w: no index %q (indexes: %v)", ErrBadQuery, indexName, t.Indexes()))
 	}
 	var k index.Key
-	if pos == t.revisionIndex() {
+	switch {
+	case op == QueryLPM && !t.lpm[pos]:
+		return nil, tableError(t.name, fmt.Errorf("%w: operation %q needs an LPM index, and index %q is not one", ErrBadQuery, op, indexName))
+	case op == QueryLast && key == "":
+		// The last object of the whole index.
+	case pos == t.revisionIndex():
 		rev, err := strconv.ParseUint(key, 10, 64)
 		if err != nil {
 			return nil, tableError(t.name, fmt.Errorf("%w: index %q: bad revision %q: %v", ErrBadQuery, indexName, key, err))
 		}
 		k = index.Uint64(rev)
-	} else {
+	default:
 		var err error
 		if k, err = t.indexer(pos).fromString(key); err != nil {
 			return nil, tableError(t.name, err) // wraps ErrBadQuery
@@ -97,14 +105,24 @@ func (t *table[Obj]) anyQuery(txn ReadTxn, op QueryOp, indexName, key string) (i
 				yield(obj, rev)
 			}
 		}
-	case QueryList, "":
+	case QueryList, QueryLPM, "":
+		// On an LPM index, List is the longest-prefix match.
 		seq = t.List(txn, q)
 	case QueryPrefix:
 		seq = t.Prefix(txn, q)
 	case QueryLowerBound:
 		seq = t.LowerBound(txn, q)
+	case QueryReverseLowerBound:
+		seq = t.ReverseLowerBound(txn, q)
+	case QueryLast:
+		obj, rev, found := t.Last(txn, q)
+		seq = func(yield func(Obj, Revision) bool) {
+			if found {
+				yield(obj, rev)
+			}
+		}
 	default:
-		return nil, tableError(t.name, fmt.Errorf("%w: unknown operation %q (get, list, prefix, lowerbound)", ErrBadQuery, op))
+		return nil, tableError(t.name, fmt.Errorf("%w: unknown operation %q (%s)", ErrBadQuery, op, queryOpNames))
 	}
 	return func(yield func(any, Revision) bool) {
 		for obj, rev := range seq {

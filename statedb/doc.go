@@ -36,13 +36,52 @@
 //
 // Every read has a ...Watch twin that also returns a channel that closes
 // when the result may have changed; select on it, then read again from a
-// new ReadTxn. Table.Changes registers a ChangeIterator that yields every
-// insert and delete from then on, in revision order. A Deriver keeps one
-// table as a transform of another. NewHTTPHandler serves the tables for
-// inspection, Client reads them, RenderTable shows them as text.
+// new ReadTxn. A WatchSet waits on many such channels at once and says
+// which closed. Table.Changes registers a ChangeIterator that yields every
+// insert and delete from then on, in revision order; Observable offers the
+// same as a stream for an observer (hive/job's Observer), coalesced by key
+// when the observer is slow. A Deriver keeps one table as a transform of
+// another. NewHTTPHandler serves the tables for inspection, Client reads
+// them, RenderTable shows them as text.
 //
 // Give writers the RWTable and everyone else RWTable.ToTable(), the
-// read-only view.
+// read-only view. Besides Insert and Delete (and their compare-and-swap
+// forms CompareAndSwap and CompareAndDelete), RWTable.Modify inserts an
+// object or merges it with the stored one of the same primary key, in one
+// step.
+//
+// # Queries
+//
+// A Query names an index and a key; build it from the table's own index
+// values: Index.Query, Index.QueryString (a key given as text),
+// Index.QueryAll (every key of the index), ByRevision for the revision
+// index every table keeps, and LPMIndex.Query (an address),
+// LPMIndex.QueryPrefix, LPMIndex.QueryString and LPMIndex.QueryAll for a
+// longest-prefix-match index. The reads of a Table, each with a ...Watch
+// twin:
+//
+//   - Get: the first object whose key equals the query key (on a
+//     non-unique index, the first in primary key order).
+//   - List: every object whose key equals the query key.
+//   - Prefix: every object whose key starts with the query key, in key
+//     order.
+//   - LowerBound: every object whose key is >= the query key, ascending.
+//   - ReverseLowerBound: every object whose key is <= the query key,
+//     descending.
+//   - Last: the last object whose key starts with the query key (with
+//     QueryAll, the last of the index).
+//   - All: every object in primary key order.
+//   - Matches: on an LPMIndex, the objects of every stored prefix that
+//     contains the query's address or prefix, longest first.
+//
+// On a non-unique index an object appears once per key it has, and the
+// objects of one key come in primary key order. An LPMIndex indexes
+// objects by netip.Prefix (one or several per object, unique or not, IPv4
+// and IPv6 apart); on it Get and List answer the longest-prefix match ("the
+// route that covers 10.1.2.3") and Prefix the prefixes within a prefix. The
+// HTTP API names the reads it serves by QueryOp (QueryGet, QueryList,
+// QueryPrefix, QueryLowerBound, QueryReverseLowerBound, QueryLast, and
+// QueryLPM for List on an LPM index); its table dump is All.
 //
 // # Invariants
 //

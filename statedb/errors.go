@@ -7,7 +7,9 @@ import (
 
 // Sentinel errors. Every error of a table, an index, a transaction or a
 // Deriver wraps one of them and names the table it concerns (Index.QueryString,
-// which knows no table, names the index); match with errors.Is. The HTTP
+// which knows no table, names the index); match with errors.Is. A
+// WatchSet's errors concern no table: ErrWatchSetEmpty, or its context's
+// error wrapped with the number of channels it waited on. The HTTP
 // client's errors are an *APIError for an error answer of the API, else the
 // transport's or the decoder's error.
 var (
@@ -63,6 +65,11 @@ var (
 
 	// ErrDeriverClosed is returned by Deriver.Run after Close.
 	ErrDeriverClosed = errors.New("deriver closed")
+
+	// ErrWatchSetEmpty is returned by WatchSet.Wait on a set without
+	// channels, which nothing but its context could ever wake. It concerns
+	// no table.
+	ErrWatchSetEmpty = errors.New("watch set is empty")
 )
 
 // tableError wraps err with the name of the table it concerns.

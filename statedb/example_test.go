@@ -1,8 +1,10 @@
 package statedb_test
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/steadystate/steadystate/index"
 	"github.com/steadystate/steadystate/statedb"
@@ -102,4 +104,89 @@ func ExampleChangeIterator() {
 	// Output:
 	// 10.0.0.0/8 deleted: false
 	// 10.0.0.0/8 deleted: true
+}
+
+// Find the route that covers an address: a longest-prefix-match index.
+func ExampleLPMIndex() {
+	byCover := statedb.LPMIndex[*Route]{
+		Name:       "cover",
+		FromObject: func(r *Route) []netip.Prefix { return []netip.Prefix{r.Prefix} },
+	}
+	db := statedb.New()
+	routes, err := statedb.NewTable(db, "routes", byPrefix, byCover)
+	if err != nil {
+		panic(err)
+	}
+	wtxn := db.WriteTxn(routes)
+	routes.Insert(wtxn, &Route{Prefix: netip.MustParsePrefix("0.0.0.0/0"), Dev: "eth0"})
+	routes.Insert(wtxn, &Route{Prefix: netip.MustParsePrefix("10.0.0.0/8"), Dev: "eth1"})
+	routes.Insert(wtxn, &Route{Prefix: netip.MustParsePrefix("10.1.0.0/16"), Dev: "eth2"})
+	rtxn := wtxn.Commit()
+
+	addr := netip.MustParseAddr("10.1.2.3")
+	r, _, _ := routes.Get(rtxn, byCover.Query(addr))
+	fmt.Println("longest:", r.Prefix, r.Dev)
+	for r := range routes.Matches(rtxn, byCover.Query(addr)) {
+		fmt.Println("covers:", r.Prefix)
+	}
+	// Output:
+	// longest: 10.1.0.0/16 eth2
+	// covers: 10.1.0.0/16
+	// covers: 10.0.0.0/8
+	// covers: 0.0.0.0/0
+}
+
+// Insert or merge with the stored object in one step.
+func ExampleRWTable_Modify() {
+	db := statedb.New()
+	routes, _ := statedb.NewTable(db, "routes", byPrefix)
+	key := netip.MustParsePrefix("10.0.0.0/8")
+	// merge returns a new object and leaves the stored one as it is.
+	keepDev := func(old, new *Route) *Route {
+		merged := *new
+		if merged.Dev == "" {
+			merged.Dev = old.Dev
+		}
+		return &merged
+	}
+
+	wtxn := db.WriteTxn(routes)
+	routes.Modify(wtxn, &Route{Prefix: key, Dev: "eth0"}, keepDev)
+	old, hadOld, _ := routes.Modify(wtxn, &Route{Prefix: key}, keepDev)
+	rtxn := wtxn.Commit()
+
+	r, _, _ := routes.Get(rtxn, byPrefix.Query(key))
+	fmt.Println(old.Dev, hadOld, r.Dev)
+	// Output: eth0 true eth0
+}
+
+// Wait on the watch channels of several queries at once.
+func ExampleWatchSet() {
+	db := statedb.New()
+	routes, _ := statedb.NewTable(db, "routes", byPrefix, byDev)
+	wtxn := db.WriteTxn(routes)
+	routes.Insert(wtxn, &Route{Prefix: netip.MustParsePrefix("10.0.0.0/8"), Dev: "eth0"})
+	routes.Insert(wtxn, &Route{Prefix: netip.MustParsePrefix("10.1.0.0/16"), Dev: "eth1"})
+	rtxn := wtxn.Commit()
+
+	ws := statedb.NewWatchSet()
+	queries := map[<-chan struct{}]string{}
+	for _, dev := range []string{"eth0", "eth1"} {
+		_, watch := routes.ListWatch(rtxn, byDev.Query(dev))
+		ws.Add(watch)
+		queries[watch] = dev
+	}
+
+	wtxn = db.WriteTxn(routes)
+	routes.Insert(wtxn, &Route{Prefix: netip.MustParsePrefix("10.2.0.0/16"), Dev: "eth1"})
+	wtxn.Commit()
+
+	closed, err := ws.Wait(context.Background(), 10*time.Millisecond)
+	for _, ch := range closed {
+		fmt.Println("changed:", queries[ch], err)
+	}
+	fmt.Println("still watched:", ws.Len())
+	// Output:
+	// changed: eth1 <nil>
+	// still watched: 1
 }

@@ -18,10 +18,14 @@ import (
 //	                                   (?format=table: a text table, see
 //	                                   RenderTable; also for query)
 //	GET /tables/{table}/query?op=&index=&key=
-//	                                   op is get, list (default), prefix or
-//	                                   lowerbound; index defaults to the
-//	                                   primary index; key is parsed by the
-//	                                   index's FromString
+//	                                   op is get, list (default), prefix,
+//	                                   lowerbound, reverse-lowerbound, last
+//	                                   (an empty key: the index's last
+//	                                   object) or lpm (LPM indexes only);
+//	                                   index defaults to the primary index;
+//	                                   key is parsed by the index's
+//	                                   FromString (an LPM index's: an
+//	                                   address or a prefix)
 //	GET /tables/{table}/changes        newline-delimited JSON: every object as
 //	                                   an insert, then each change as it is
 //	                                   committed, until the client goes away

@@ -75,6 +75,12 @@ func TestHTTPTablesDumpQuery(t *testing.T) {
 		{QueryLowerBound, "id", "2", []uint64{2, 3}},
 		{QueryLowerBound, RevisionIndex, "3", []uint64{3}},
 		{QueryGet, "name", "nope", nil},
+		{QueryLast, "name", "", []uint64{3}},
+		{QueryLast, "tags", "a", []uint64{3}},
+		{QueryLast, RevisionIndex, "", []uint64{3}},
+		{QueryReverseLowerBound, "name", "beta", []uint64{2, 1}},
+		{QueryReverseLowerBound, "tags", "b", []uint64{2, 3, 2, 1, 1}},
+		{QueryReverseLowerBound, RevisionIndex, "2", []uint64{2, 1}},
 	}
 	for _, tc := range cases {
 		objs, err := c.Query(ctx, "objs", tc.op, tc.index, tc.key)
@@ -102,6 +108,8 @@ func TestHTTPBadRequests(t *testing.T) {
 		{"bad key", func() error { _, err := c.Query(ctx, "objs", QueryGet, "id", "one"); return err }, 400, `bad key "one"`},
 		{"bad revision", func() error { _, err := c.Query(ctx, "objs", QueryLowerBound, RevisionIndex, "-1"); return err }, 400, `bad revision`},
 		{"bad op", func() error { _, err := c.Query(ctx, "objs", "scan", "id", "1"); return err }, 400, `unknown operation "scan"`},
+		{"lpm on another index", func() error { _, err := c.Query(ctx, "objs", QueryLPM, "name", "10.0.0.1"); return err }, 400, `needs an LPM index`},
+		{"bad key for last", func() error { _, err := c.Query(ctx, "objs", QueryLast, "id", "one"); return err }, 400, `bad key "one"`},
 	}
 	for _, tc := range cases {
 		err := tc.run()

@@ -39,6 +39,12 @@ func (i Index[Obj, Key]) Query(key Key) Query[Obj] {
 	return Query[Obj]{index: i.Name, key: i.FromKey(key)}
 }
 
+// QueryAll returns a query that matches every key of the index: Prefix
+// walks the whole index in key order, Last finds its last object.
+func (i Index[Obj, Key]) QueryAll() Query[Obj] {
+	return Query[Obj]{index: i.Name, key: index.Key{}}
+}
+
 // QueryString parses key as text (see FromString) and returns a query for
 // it. Its error wraps ErrBadQuery, names the index and says why the key is
 // invalid (the table is named by the callers that know it, such as the

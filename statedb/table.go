@@ -20,10 +20,15 @@ type tableMeta struct {
 	table TableMeta  // the typed table, for DB.Tables
 
 	// Index layout: [0] primary, [1..n] secondary, then the reserved
-	// indexes below. indexNames and unique follow the same positions.
+	// indexes below. The slices below follow the same positions.
 	indexNames []string
-	unique     []bool
+	unique     []bool // no two objects share a key
 	tracked    []bool // watch channels are closed on change (TrackMutate)
+	lpm        []bool // an LPMIndex (lpm.go)
+	// plain is set where the tree key of an object is its index key
+	// (unique indexes but LPM ones); elsewhere it is the index key, a
+	// terminator and the primary key (see encodeNonUnique).
+	plain []bool
 
 	// primaryKeyOf returns the primary key of a stored object.
 	primaryKeyOf func(data any) index.Key
@@ -173,6 +178,9 @@ func NewTable[Obj any](db *DB, name string, primary Indexer[Obj], secondary ...I
 	if !primary.isUnique() {
 		return nil, tableError(name, fmt.Errorf("%w: primary index %q must be unique", ErrInvalidIndex, primary.indexName()))
 	}
+	if isLPM(primary) {
+		return nil, tableError(name, fmt.Errorf("%w: primary index %q is an LPMIndex, which can only be a secondary index", ErrInvalidIndex, primary.indexName()))
+	}
 	t := &table[Obj]{
 		tableMeta: &tableMeta{db: db, name: name},
 		primary:   primary,
@@ -197,12 +205,16 @@ func NewTable[Obj any](db *DB, name string, primary Indexer[Obj], secondary ...I
 		t.indexNames = append(t.indexNames, n)
 		t.unique = append(t.unique, idx.isUnique())
 		t.tracked = append(t.tracked, true)
+		t.lpm = append(t.lpm, isLPM(idx))
+		t.plain = append(t.plain, idx.isUnique() && !isLPM(idx))
 	}
 	// Reserved indexes: nobody watches them directly (LowerBoundWatch uses
 	// the table-wide channel), so their channels are not tracked.
 	t.indexNames = append(t.indexNames, RevisionIndex, "_graveyard", "_graveyard_revision")
 	t.unique = append(t.unique, true, true, true)
 	t.tracked = append(t.tracked, false, false, false)
+	t.lpm = append(t.lpm, false, false, false)
+	t.plain = append(t.plain, true, true, true)
 
 	if err := db.registerTable(t.tableMeta); err != nil {
 		return nil, err
@@ -224,6 +236,12 @@ func validateIndex[Obj any](idx Indexer[Obj]) error {
 		}
 	}
 	return nil
+}
+
+// isLPM tells whether idx is an LPMIndex.
+func isLPM[Obj any](idx Indexer[Obj]) bool {
+	_, ok := idx.(interface{ isLPM() })
+	return ok
 }
 
 func (m *tableMeta) Name() string     { return m.name }

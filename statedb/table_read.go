@@ -70,9 +70,12 @@ func (t *table[Obj]) Get(txn ReadTxn, q Query[Obj]) (obj Obj, rev Revision, foun
 	}
 	pos := t.indexPos(q.index)
 	var o object
-	if t.unique[pos] {
+	switch {
+	case t.plain[pos]:
 		o, found = e.root(pos).Get(q.key)
-	} else {
+	case t.lpm[pos]:
+		o, found = lpmFirst(e.root(pos), q.key)
+	default:
 		_, o, found = e.snapshot(pos).Prefix(nonUniqueExact(q.key)).Minimum()
 	}
 	if !found {
@@ -90,9 +93,14 @@ func (t *table[Obj]) GetWatch(txn ReadTxn, q Query[Obj]) (obj Obj, rev Revision,
 	}
 	_, root := t.snapshotRoot(txn, pos)
 	var o object
-	if t.unique[pos] {
+	switch {
+	case t.plain[pos]:
 		watch, o, found = root.GetWatch(q.key)
-	} else {
+	case t.lpm[pos]:
+		var group *treeNode
+		group, watch = lpmGet(root, q.key, true)
+		_, o, found = group.Minimum()
+	default:
 		var sub *treeNode
 		sub, watch = root.PrefixWatch(nonUniqueExact(q.key))
 		_, o, found = sub.Minimum()
@@ -114,7 +122,12 @@ func (t *table[Obj]) ListWatch(txn ReadTxn, q Query[Obj]) (iter.Seq2[Obj, Revisi
 
 func (t *table[Obj]) list(txn ReadTxn, q Query[Obj], watch bool) (iter.Seq2[Obj, Revision], <-chan struct{}) {
 	pos := t.indexPos(q.index)
-	if t.unique[pos] {
+	if t.lpm[pos] {
+		_, root := t.snapshotRoot(txn, pos)
+		group, ch := lpmGet(root, q.key, watch)
+		return all[Obj](group), ch
+	}
+	if t.plain[pos] {
 		// At most one object: a lookup, not a walk.
 		var ch <-chan struct{}
 		var o object
@@ -158,7 +171,7 @@ func (t *table[Obj]) prefix(txn ReadTxn, q Query[Obj], watch bool) (iter.Seq2[Ob
 	pos := t.indexPos(q.index)
 	e, root := t.snapshotRoot(txn, pos)
 	key := q.key
-	if !t.unique[pos] {
+	if !t.plain[pos] {
 		key = escapeKey(nil, key)
 	}
 	switch {
@@ -181,7 +194,7 @@ func (t *table[Obj]) LowerBoundWatch(txn ReadTxn, q Query[Obj]) (iter.Seq2[Obj, 
 	pos := t.indexPos(q.index)
 	e, root := t.snapshotRoot(txn, pos)
 	key := q.key
-	if !t.unique[pos] {
+	if !t.plain[pos] {
 		// Tree keys of a non-unique index sort by secondary key first
 		// (see encodeNonUnique), so seeking its encoding is exact. An
 		// object is yielded once per key, like Prefix does.
@@ -189,6 +202,61 @@ func (t *table[Obj]) LowerBoundWatch(txn ReadTxn, q Query[Obj]) (iter.Seq2[Obj, 
 	}
 	return func(yield func(Obj, Revision) bool) {
 		root.LowerBound(key, func(_ []byte, o object) bool { return yield(o.data.(Obj), o.revision) })
+	}, e.watchAll()
+}
+
+func (t *table[Obj]) Last(txn ReadTxn, q Query[Obj]) (obj Obj, rev Revision, found bool) {
+	obj, rev, _, found = t.last(txn, q, false)
+	return
+}
+
+func (t *table[Obj]) LastWatch(txn ReadTxn, q Query[Obj]) (obj Obj, rev Revision, watch <-chan struct{}, found bool) {
+	return t.last(txn, q, true)
+}
+
+// last is Last and, with watch, LastWatch: the greatest entry under the
+// query key taken as a prefix, like Prefix's last object.
+func (t *table[Obj]) last(txn ReadTxn, q Query[Obj], watch bool) (obj Obj, rev Revision, ch <-chan struct{}, found bool) {
+	pos := t.indexPos(q.index)
+	e, root := t.snapshotRoot(txn, pos)
+	key := q.key
+	if !t.plain[pos] {
+		key = escapeKey(nil, key)
+	}
+	var sub *treeNode
+	switch {
+	case !watch:
+		sub = root.Prefix(key)
+	case t.tracked[pos]:
+		sub, ch = root.PrefixWatch(key)
+	default:
+		sub, ch = root.Prefix(key), e.watchAll()
+	}
+	_, o, found := sub.Maximum()
+	if !found {
+		return obj, 0, ch, false
+	}
+	return o.data.(Obj), o.revision, ch, true
+}
+
+func (t *table[Obj]) ReverseLowerBound(txn ReadTxn, q Query[Obj]) iter.Seq2[Obj, Revision] {
+	seq, _ := t.ReverseLowerBoundWatch(txn, q)
+	return seq
+}
+
+func (t *table[Obj]) ReverseLowerBoundWatch(txn ReadTxn, q Query[Obj]) (iter.Seq2[Obj, Revision], <-chan struct{}) {
+	pos := t.indexPos(q.index)
+	e, root := t.snapshotRoot(txn, pos)
+	key := q.key
+	if !t.plain[pos] {
+		// The tree keys of the secondary keys <= k are exactly those below
+		// escape(k) 0x00 0x01, which is no tree key itself: the terminator
+		// 0x00 0x00 sorts below it, and a longer secondary key that
+		// continues with 0x00 (escaped 0x00 0x01) is longer than it.
+		key = append(escapeKey(make([]byte, 0, len(key)+2), key), 0, 1)
+	}
+	return func(yield func(Obj, Revision) bool) {
+		root.ReverseLowerBound(key, func(_ []byte, o object) bool { return yield(o.data.(Obj), o.revision) })
 	}, e.watchAll()
 }
 

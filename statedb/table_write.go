@@ -48,6 +48,32 @@ func (t *table[Obj]) insert(txn WriteTxn, obj Obj, cas bool, casRev Revision) (o
 	if err != nil {
 		return cur, errors.Is(err, ErrRevisionNotEqual), err
 	}
+	return t.write(tt, pk, obj, "Insert")
+}
+
+func (t *table[Obj]) Modify(txn WriteTxn, obj Obj, merge func(old, new Obj) Obj) (old Obj, hadOld bool, err error) {
+	tt, pk, _, err := t.prepareWrite(txn, obj, false, 0, "")
+	if err != nil {
+		return old, false, err
+	}
+	if stored, found := tt.entry.root(0).Get(pk); found {
+		obj = merge(stored.data.(Obj), obj)
+		mpk, err := t.primaryKey(obj)
+		if err != nil {
+			return old, false, err
+		}
+		if !bytes.Equal(mpk, pk) {
+			return old, false, tableError(t.name, fmt.Errorf("%w: Modify of %q: merge returned an object with primary key %q", ErrPrimaryKey, pk, mpk))
+		}
+		return t.write(tt, pk, obj, "Modify (merge returned the stored object)")
+	}
+	return t.write(tt, pk, obj, "Modify")
+}
+
+// write inserts obj under its primary key pk, replacing the stored object
+// of that key, and updates every other index. op names the operation in
+// the panic that catches the stored object inserted again.
+func (t *table[Obj]) write(tt *txnTable, pk index.Key, obj Obj, op string) (old Obj, hadOld bool, err error) {
 	primary := tt.txn(0)
 	if err := t.checkUnique(tt, obj, pk); err != nil {
 		return old, false, err
@@ -61,8 +87,8 @@ func (t *table[Obj]) insert(txn WriteTxn, obj Obj, cas bool, casRev Revision) (o
 	if hadOld {
 		old = oldObj.data.(Obj)
 		if t.isPointer && oldObj.data == newObj.data {
-			panic(fmt.Sprintf("statedb: table %q: Insert of the object that is already stored (key %q). "+
-				"Objects are immutable once inserted: clone the object, modify the clone and insert that.", t.name, pk))
+			panic(fmt.Sprintf("statedb: table %q: %s of the object that is already stored (key %q). "+
+				"Objects are immutable once inserted: clone the object, modify the clone and insert that.", t.name, op, pk))
 		}
 	}
 
@@ -113,7 +139,15 @@ func (t *table[Obj]) checkUnique(tt *txnTable, obj Obj, pk index.Key) error {
 			if err != nil {
 				return
 			}
-			if other, found := root.Get(k); found {
+			var other object
+			var found bool
+			if t.plain[pos] {
+				other, found = root.Get(k)
+			} else {
+				// A unique LPM index: the entries of k are at most one.
+				_, other, found = root.Prefix(nonUniqueExact(k)).Minimum()
+			}
+			if found {
 				otherPK, _ := t.primaryKey(other.data.(Obj))
 				if !bytes.Equal(otherPK, pk) {
 					err = tableError(t.name, fmt.Errorf("%w: index %q key %q is held by the object with primary key %q", ErrUniqueConstraint, t.indexNames[pos], k, otherPK))
@@ -129,7 +163,7 @@ func (t *table[Obj]) checkUnique(tt *txnTable, obj Obj, pk index.Key) error {
 
 // secondaryTreeKey returns the tree key of an object in secondary index pos.
 func (t *table[Obj]) secondaryTreeKey(pos int, k, pk index.Key) []byte {
-	if t.unique[pos] {
+	if t.plain[pos] {
 		return k
 	}
 	return encodeNonUnique(k, pk)

@@ -59,7 +59,8 @@ type Indexer[Obj any] interface {
 }
 
 // Query is a lookup in one index of a table of Obj, built with Index.Query,
-// Index.QueryString or ByRevision.
+// Index.QueryString, Index.QueryAll, ByRevision, or the Query methods of
+// LPMIndex.
 type Query[Obj any] struct {
 	index string
 	key   index.Key
@@ -90,7 +91,9 @@ type Table[Obj any] interface {
 	// returns a channel that closes once they are.
 	Initialized(txn ReadTxn) (bool, <-chan struct{})
 
-	// Get returns the first object matching the query.
+	// Get returns the first object matching the query: on a non-unique
+	// index the first in primary key order, on an LPMIndex the first of
+	// the longest prefix that contains the query's address or prefix.
 	Get(txn ReadTxn, q Query[Obj]) (obj Obj, rev Revision, found bool)
 
 	// GetWatch is Get with a channel that closes when the object matching
@@ -98,7 +101,9 @@ type Table[Obj any] interface {
 	GetWatch(txn ReadTxn, q Query[Obj]) (obj Obj, rev Revision, watch <-chan struct{}, found bool)
 
 	// List returns every object whose key in the query's index equals the
-	// query key exactly (one at most for a unique index).
+	// query key exactly (one at most for a unique index), in primary key
+	// order; on an LPMIndex, every object of the longest prefix that
+	// contains the query's address or prefix.
 	List(txn ReadTxn, q Query[Obj]) iter.Seq2[Obj, Revision]
 
 	// ListWatch is List with a channel that closes when the result may
@@ -121,6 +126,36 @@ type Table[Obj any] interface {
 	// LowerBoundWatch is LowerBound with a channel that closes on any change
 	// to the table.
 	LowerBoundWatch(txn ReadTxn, q Query[Obj]) (iter.Seq2[Obj, Revision], <-chan struct{})
+
+	// ReverseLowerBound returns every object whose key in the query's
+	// index is less than or equal to the query key, in descending key
+	// order (on a non-unique index, by key and then primary key, an object
+	// once per key it has, as Prefix does).
+	ReverseLowerBound(txn ReadTxn, q Query[Obj]) iter.Seq2[Obj, Revision]
+
+	// ReverseLowerBoundWatch is ReverseLowerBound with a channel that
+	// closes on any change to the table.
+	ReverseLowerBoundWatch(txn ReadTxn, q Query[Obj]) (iter.Seq2[Obj, Revision], <-chan struct{})
+
+	// Last returns the last object, in key order, whose key in the query's
+	// index starts with the query key: the last object Prefix would
+	// return. With a query from Index.QueryAll it is the index's last
+	// object.
+	Last(txn ReadTxn, q Query[Obj]) (obj Obj, rev Revision, found bool)
+
+	// LastWatch is Last with a channel that closes when anything under the
+	// query key changes.
+	LastWatch(txn ReadTxn, q Query[Obj]) (obj Obj, rev Revision, watch <-chan struct{}, found bool)
+
+	// Matches returns, for a query on an LPMIndex, the objects of every
+	// stored prefix that contains the query's address or prefix, longest
+	// prefix first (the objects of one prefix in primary key order). A
+	// query on another kind of index panics: it can only be a bug.
+	Matches(txn ReadTxn, q Query[Obj]) iter.Seq2[Obj, Revision]
+
+	// MatchesWatch is Matches with a channel that closes when a prefix of
+	// the query's address family gains or loses an object.
+	MatchesWatch(txn ReadTxn, q Query[Obj]) (iter.Seq2[Obj, Revision], <-chan struct{})
 
 	// All returns every object in primary key order.
 	All(txn ReadTxn) iter.Seq2[Obj, Revision]
@@ -152,6 +187,17 @@ type RWTable[Obj any] interface {
 	// Inserting the very pointer that is already stored panics: objects are
 	// immutable once inserted, so clone, modify the clone and insert it.
 	Insert(txn WriteTxn, obj Obj) (old Obj, hadOld bool, err error)
+
+	// Modify inserts obj or, when an object with the same primary key is
+	// stored, merge(stored, obj) instead, and returns the object it
+	// replaced. merge must return a new object (such as a modified clone
+	// of either argument) with the same primary key, and must not change
+	// the stored object, which readers may be using: objects are
+	// immutable once inserted, so returning the stored object itself
+	// panics, as Insert of it does. Errors: those of Insert (ErrPrimaryKey
+	// also when merge changed the primary key); on an error nothing is
+	// written.
+	Modify(txn WriteTxn, obj Obj, merge func(old, new Obj) Obj) (old Obj, hadOld bool, err error)
 
 	// CompareAndSwap inserts obj only if the stored object with the same
 	// primary key has revision rev. Errors: those of Insert,

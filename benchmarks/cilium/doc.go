@@ -65,7 +65,14 @@
 //     burst 10); steadystate's is reconciler.New and Run, as in
 //     benchmarks/scaling. objects/sec, and heap-MB: HeapInuse after a GC
 //     with the table alive.
+//   - LPMInsert/prefixes=N and LPMLookup/prefixes=N: a table of routes with
+//     a longest-prefix-match index (steadystate's LPMIndex, cilium's
+//     NetIPPrefixIndex) of N random IPv4 prefixes (N = 1k, 10k, 100k, 1M),
+//     lengths as in an Internet routing table: N inserts into a new table
+//     in transactions of 1000, and 1000 lookups by address per op
+//     (lpm_test.go).
 //
 // With -short (make bench-short) the sizes shrink: 10k objects for
-// FullIteration, 100k for Reconcile, 2000 transactions for retained-B/txn.
+// FullIteration, 100k for Reconcile, 2000 transactions for retained-B/txn,
+// 1k and 10k prefixes for the LPM shapes.
 package cilium

@@ -1,7 +1,11 @@
 // Package radix is a persistent (immutable, copy-on-write) adaptive radix
 // tree with watch channels. It is a drop-in replacement for the subset of
 // github.com/hashicorp/go-immutable-radix/v2 that statedb uses, built for
-// fewer allocations per write and faster lookups.
+// fewer allocations per write and faster lookups, plus the walks that
+// statedb's reverse queries and longest-prefix-match index need: Backward
+// and ReverseLowerBound (reverse.go), descending mirrors of All and
+// LowerBound, and Matches (matches.go), which finds in one walk down a key
+// every prefix of it that starts a group of keys.
 //
 // # Invariants
 //

@@ -146,6 +146,74 @@ func checkTreeProbes(t testing.TB, root *Node[int], size int, model map[string]i
 		if got := collectSeq(func(yield func([]byte, int) bool) { root.LowerBound(k, yield) }); !slices.Equal(got, want) {
 			t.Fatalf("LowerBound(%x): got %v, want %v", k, got, want)
 		}
+		want = expect(all, func(s string) bool { return s <= string(k) })
+		slices.Reverse(want)
+		if got := collectSeq(func(yield func([]byte, int) bool) { root.ReverseLowerBound(k, yield) }); !slices.Equal(got, want) {
+			t.Fatalf("ReverseLowerBound(%x): got %v, want %v", k, got, want)
+		}
+		if len(want) > 0 {
+			// Stopping early yields exactly the first keys.
+			stop := r.IntN(len(want)) + 1
+			var got []kv
+			root.ReverseLowerBound(k, func(k []byte, v int) bool { got = append(got, kv{string(k), v}); return len(got) < stop })
+			if !slices.Equal(got, want[:stop]) {
+				t.Fatalf("ReverseLowerBound(%x) stopped after %d: got %v, want %v", k, stop, got, want[:stop])
+			}
+		}
+		checkMatches(t, root, k, all)
+	}
+	backward := slices.Clone(all)
+	slices.Reverse(backward)
+	if got := collectSeq(root.Backward); !slices.Equal(got, backward) {
+		t.Fatalf("Backward: got %v, want %v", got, backward)
+	}
+	for stop := 1; stop < len(backward); stop *= 3 {
+		var got []kv
+		root.Backward(func(k []byte, v int) bool { got = append(got, kv{string(k), v}); return len(got) < stop })
+		if !slices.Equal(got, backward[:stop]) {
+			t.Fatalf("Backward stopped after %d: got %v, want %v", stop, got, backward[:stop])
+		}
+	}
+}
+
+// checkMatches compares Matches of k (with a separator that k does not
+// contain) with a scan of all, the tree's content in key order.
+func checkMatches(t testing.TB, root *Node[int], k []byte, all []kv) {
+	t.Helper()
+	sep := -1
+	for _, b := range []byte("\x00ab\xffc") {
+		if bytes.IndexByte(k, b) < 0 {
+			sep = int(b)
+			break
+		}
+	}
+	if sep < 0 {
+		return
+	}
+	type group struct {
+		d    int
+		keys []kv
+	}
+	var want, got []group
+	for d := len(k); d >= 0; d-- {
+		g := append(bytes.Clone(k[:d]), byte(sep))
+		if keys := expect(all, func(s string) bool { return bytes.HasPrefix([]byte(s), g) }); keys != nil {
+			want = append(want, group{d, keys})
+		}
+	}
+	root.Matches(k, byte(sep), func(d int, sub *Node[int]) bool {
+		got = append(got, group{d, collectSeq(sub.All)})
+		return true
+	})
+	if !slices.EqualFunc(got, want, func(a, b group) bool { return a.d == b.d && slices.Equal(a.keys, b.keys) }) {
+		t.Fatalf("Matches(%x, %x): got %v, want %v", k, sep, got, want)
+	}
+	if len(want) > 1 {
+		n := 0
+		root.Matches(k, byte(sep), func(int, *Node[int]) bool { n++; return false })
+		if n != 1 {
+			t.Fatalf("Matches(%x, %x) went on after yield returned false", k, sep)
+		}
 	}
 }
 

@@ -93,6 +93,10 @@ func (n *Node[T]) Minimum() ([]byte, T, bool) {
 
 // Maximum returns the largest key in the subtree of n with its value.
 func (n *Node[T]) Maximum() ([]byte, T, bool) {
+	var zero T
+	if n == nil {
+		return nil, zero, false
+	}
 	for {
 		c := n.maxChild()
 		if c == nil {
@@ -103,6 +107,5 @@ func (n *Node[T]) Maximum() ([]byte, T, bool) {
 	if n.leaf {
 		return n.path(), n.val, true
 	}
-	var zero T
 	return nil, zero, false
 }

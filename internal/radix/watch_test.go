@@ -207,6 +207,13 @@ func TestNilNode(t *testing.T) {
 		"All":        n.All,
 		"Prefix":     n.Prefix([]byte("a")).All,
 		"LowerBound": func(yield func([]byte, int) bool) { n.LowerBound([]byte("a"), yield) },
+		"Backward":   n.Backward,
+		"ReverseLowerBound": func(yield func([]byte, int) bool) {
+			n.ReverseLowerBound([]byte("a"), yield)
+		},
+		"Matches": func(yield func([]byte, int) bool) {
+			n.Matches([]byte("a"), 0, func(int, *Node[int]) bool { return yield(nil, 0) })
+		},
 	} {
 		for k := range seq {
 			t.Errorf("%s of a nil node yielded %x", name, k)
@@ -214,6 +221,9 @@ func TestNilNode(t *testing.T) {
 	}
 	if _, _, ok := n.Minimum(); ok {
 		t.Error("Minimum of a nil node found something")
+	}
+	if _, _, ok := n.Maximum(); ok {
+		t.Error("Maximum of a nil node found something")
 	}
 	sub, prefixCh := n.PrefixWatch(nil)
 	if sub != nil {

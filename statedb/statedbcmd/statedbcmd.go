@@ -9,6 +9,8 @@
 //	db prefix TABLE INDEX PREFIX       the objects whose key in INDEX starts with PREFIX
 //	db lowerbound TABLE INDEX KEY      the objects whose key in INDEX is KEY or after
 //	db lpm TABLE INDEX ADDRESS         the objects of the longest prefix in INDEX covering ADDRESS
+//	db last TABLE INDEX [PREFIX]       the last object of INDEX (or of PREFIX)
+//	db reverse-lowerbound TABLE INDEX KEY  the objects whose key in INDEX is KEY or before, last first
 //	db watch TABLE                     the objects, then every change as it happens
 //	db initialized [TABLE...]          exit 0 once the tables are initialized (--wait)
 //
@@ -73,10 +75,12 @@ func New(opts Options) *cobra.Command {
 		use, short string
 		op         statedb.QueryOp
 	}{
-		{"get TABLE INDEX KEY", "Print the objects with exactly KEY in INDEX", statedb.QueryOp("get")},
-		{"prefix TABLE INDEX PREFIX", "Print the objects whose key in INDEX starts with PREFIX", statedb.QueryOp("prefix")},
-		{"lowerbound TABLE INDEX KEY", "Print the objects whose key in INDEX is KEY or after, in order", statedb.QueryOp("lowerbound")},
-		{"lpm TABLE INDEX ADDRESS", "Print the objects of the longest prefix in INDEX that covers ADDRESS (or PREFIX)", statedb.QueryOp("lpm")},
+		{"get TABLE INDEX KEY", "Print the objects with exactly KEY in INDEX", statedb.QueryGet},
+		{"prefix TABLE INDEX PREFIX", "Print the objects whose key in INDEX starts with PREFIX", statedb.QueryPrefix},
+		{"lowerbound TABLE INDEX KEY", "Print the objects whose key in INDEX is KEY or after, in order", statedb.QueryLowerBound},
+		{"lpm TABLE INDEX ADDRESS", "Print the objects of the longest prefix in INDEX that covers ADDRESS (or PREFIX)", statedb.QueryLPM},
+		{"last TABLE INDEX [PREFIX]", "Print the last object of INDEX (or of those whose key starts with PREFIX)", statedb.QueryLast},
+		{"reverse-lowerbound TABLE INDEX KEY", "Print the objects whose key in INDEX is KEY or before, last first", statedb.QueryReverseLowerBound},
 	} {
 		cmd.AddCommand(c.queryCmd(q.use, q.short, q.op))
 	}
@@ -215,10 +219,14 @@ func (c *cli) showCmd() *cobra.Command {
 }
 
 func (c *cli) queryCmd(use, short string, op statedb.QueryOp) *cobra.Command {
+	args := cobra.ExactArgs(3)
+	if op == statedb.QueryLast {
+		args = cobra.RangeArgs(2, 3)
+	}
 	cmd := &cobra.Command{
 		Use:               use,
 		Short:             short,
-		Args:              cobra.ExactArgs(3),
+		Args:              args,
 		ValidArgsFunction: c.complete(2),
 	}
 	format, check := formatFlag(cmd, "table", "json", "yaml")
@@ -231,7 +239,11 @@ func (c *cli) queryCmd(use, short string, op statedb.QueryOp) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		objs, err := cl.Query(cmd.Context(), args[0], op, args[1], args[2])
+		key := ""
+		if len(args) == 3 {
+			key = args[2]
+		}
+		objs, err := cl.Query(cmd.Context(), args[0], op, args[1], key)
 		if err != nil {
 			return c.explain(cmd.Context(), err)
 		}

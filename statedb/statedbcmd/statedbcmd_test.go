@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -36,6 +37,11 @@ var prefixIndex = statedb.Index[*route, string]{
 	Unique:     true,
 }
 
+var lpmIndex = statedb.LPMIndex[*route]{
+	Name:       "covering",
+	FromObject: func(r *route) []netip.Prefix { return []netip.Prefix{netip.MustParsePrefix(r.Prefix)} },
+}
+
 var tableIndex = statedb.Index[*route, uint64]{
 	Name:       "table",
 	FromObject: func(r *route) index.KeySet { return index.NewKeySet(index.Uint64(uint64(r.Table))) },
@@ -55,7 +61,7 @@ type server struct {
 func newServer(t *testing.T) *server {
 	s := &server{db: statedb.New()}
 	var err error
-	if s.routes, err = statedb.NewTable(s.db, "routes", prefixIndex, tableIndex); err != nil {
+	if s.routes, err = statedb.NewTable(s.db, "routes", prefixIndex, tableIndex, lpmIndex); err != nil {
 		t.Fatal(err)
 	}
 	if s.rules, err = statedb.NewTable(s.db, "rules", prefixIndex); err != nil {
@@ -108,7 +114,12 @@ func TestCommands(t *testing.T) {
 				want []string // lines the output must contain
 				not  []string
 			}{
-				{[]string{"tables"}, []string{"NAME  ", "routes  3", "prefix,table", "rules", "no (waiting for loader)"}, nil},
+				{[]string{"tables"}, []string{"NAME  ", "routes  3", "prefix,table,covering", "rules", "no (waiting for loader)"}, nil},
+				{[]string{"lpm", "routes", "covering", "10.1.2.3"}, []string{"10.1.0.0/16"}, []string{"10.0.0.0/8", "192.0.2.0/24"}},
+				{[]string{"lpm", "routes", "covering", "10.200.0.1"}, []string{"10.0.0.0/8"}, []string{"10.1.0.0/16"}},
+				{[]string{"last", "routes", "prefix"}, []string{"192.0.2.0/24"}, []string{"10.1.0.0/16"}},
+				{[]string{"last", "routes", "prefix", "10."}, []string{"10.1.0.0/16"}, []string{"192.0.2.0/24", "10.0.0.0/8"}},
+				{[]string{"reverse-lowerbound", "routes", "prefix", "10.5"}, []string{"10.1.0.0/16", "10.0.0.0/8"}, []string{"192.0.2.0/24"}},
 				{[]string{"show", "routes"}, []string{"PREFIX", "STATUS.KIND", "10.1.0.0/16", "192.0.2.0/24"}, nil},
 				{[]string{"show", "routes", "--columns", "prefix,status.kind"}, []string{"PREFIX", "STATUS.KIND", "10.0.0.0/8"}, []string{"TABLE"}},
 				{[]string{"get", "routes", "table", "101"}, []string{"10.1.0.0/16"}, []string{"10.0.0.0/8", "192.0.2.0/24"}},
@@ -150,6 +161,8 @@ func TestErrors(t *testing.T) {
 		{[]string{"show", "routes", "--columns", "bogus"}, `no object has a field "bogus" (fields: prefix, status, status.kind, table)`},
 		{[]string{"get", "routes", "table", "x"}, "table"},
 		{[]string{"get", "routes", "nope", "x"}, "nope"},
+		{[]string{"lpm", "routes", "prefix", "10.1.2.3"}, "prefix"},
+		{[]string{"lpm", "routes", "covering", "not-an-address"}, "not-an-address"},
 		{[]string{"show", "routes", "--format", "xml"}, `--format "xml"`},
 		{[]string{"initialized", "nope"}, `no table "nope" (tables: routes, rules)`},
 	} {

@@ -165,6 +165,8 @@ var ciliumShapes = []struct {
 	{"BenchmarkDerive/load=heavy", true},
 	{"BenchmarkAlternate", false},
 	{"BenchmarkReconcile/objects=1000000", false},
+	{"BenchmarkLPMInsert/prefixes=1000000", false},
+	{"BenchmarkLPMLookup/prefixes=1000000", false},
 }
 
 // Against cilium, every figure is a median of at least ciliumMinRuns runs
