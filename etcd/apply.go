@@ -25,11 +25,15 @@ var ErrConflict = errors.New("another apply of the same scope came first")
 
 // Apply replaces the desired objects of table's scope with objects (name →
 // value) and returns the etcd revision at which the new state is in force.
-// The new state is staged as a new generation (in as many transactions as
-// etcd's limits need), then put in force in one transaction that fails if
-// the generation in force changed since Apply read it (ErrConflict), then
-// the old generation is deleted. Readers (Source) see the old or the new
-// state whole. An empty objects removes every object of the scope.
+// A change that fits in one transaction (up to 127 objects changed, added
+// or removed) is made in place, in one transaction: the nodes receive just
+// those objects. A larger one is staged as a new generation (in as many
+// transactions as etcd's limits need), then put in force in one
+// transaction, then the old generation is deleted; the nodes read the new
+// generation whole. Either way readers (Source) see the old or the new
+// state whole, and the last transaction fails with ErrConflict if another
+// Apply of the scope came in between. An empty objects removes every
+// object of the scope; an unchanged state writes nothing.
 func Apply(ctx context.Context, c *clientv3.Client, l Layout, table, scope string, objects map[string][]byte) (int64, error) {
 	if err := checkName("table", table); err != nil {
 		return 0, err
@@ -48,6 +52,12 @@ func Apply(ctx context.Context, c *clientv3.Client, l Layout, table, scope strin
 	var oldMod int64
 	if len(resp.Kvs) > 0 {
 		oldGen, oldMod = string(resp.Kvs[0].Value), resp.Kvs[0].ModRevision
+	}
+	if oldGen != "" {
+		rev, done, err := applyInPlace(ctx, c, l, table, scope, oldGen, oldMod, resp.Header.Revision, objects)
+		if done || err != nil {
+			return rev, err
+		}
 	}
 	gen, err := nextGeneration(ctx, c, l, table, scope)
 	if err != nil {
@@ -73,6 +83,55 @@ func Apply(ctx context.Context, c *clientv3.Client, l Layout, table, scope strin
 		c.Delete(ctx, l.Generation(table, scope, oldGen), clientv3.WithPrefix())
 	}
 	return flip.Header.Revision, nil
+}
+
+// applyInPlace applies a change small enough for one transaction to the
+// generation in force: the changed and new objects put, the removed ones
+// deleted, and the current pointer rewritten with the same generation (so
+// that a concurrent Apply's comparison fails), all in one transaction. It
+// returns done=false, writing nothing, when the change is too large; an
+// unchanged state writes nothing and returns the revision read.
+func applyInPlace(ctx context.Context, c *clientv3.Client, l Layout, table, scope, gen string, mod, readRev int64, objects map[string][]byte) (int64, bool, error) {
+	prefix := l.Generation(table, scope, gen)
+	have := map[string][]byte{}
+	resp, err := c.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(readRev))
+	if err != nil {
+		return 0, false, fmt.Errorf("reading %s: %w", prefix, err)
+	}
+	for _, kv := range resp.Kvs {
+		have[string(kv.Key[len(prefix):])] = kv.Value
+	}
+	var ops []clientv3.Op
+	size := 0
+	for _, name := range slices.Sorted(maps.Keys(objects)) {
+		if old, ok := have[name]; ok && string(old) == string(objects[name]) {
+			continue
+		}
+		ops = append(ops, clientv3.OpPut(prefix+name, string(objects[name])))
+		size += len(prefix) + len(name) + len(objects[name]) + 16
+	}
+	for _, name := range slices.Sorted(maps.Keys(have)) {
+		if _, ok := objects[name]; !ok {
+			ops = append(ops, clientv3.OpDelete(prefix+name))
+			size += len(prefix) + len(name) + 16
+		}
+	}
+	switch {
+	case len(ops) == 0:
+		return readRev, true, nil
+	case len(ops) > maxTxnOps-1 || size > maxTxnBytes:
+		return 0, false, nil
+	}
+	current := l.Current(table, scope)
+	ops = append(ops, clientv3.OpPut(current, gen))
+	tr, err := c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(current), "=", mod)).Then(ops...).Commit()
+	if err == nil && !tr.Succeeded {
+		err = fmt.Errorf("%w (%s changed meanwhile)", ErrConflict, current)
+	}
+	if err != nil {
+		return 0, true, fmt.Errorf("applying in place to %s: %w", gen, err)
+	}
+	return tr.Header.Revision, true, nil
 }
 
 // nextGeneration takes a new generation number for the scope: an

@@ -268,3 +268,38 @@ func TestApplyConflict(t *testing.T) {
 		t.Fatalf("state %v, %v: want a and b from the same Apply", items, err)
 	}
 }
+
+// A small change is applied in place, in one transaction, within the
+// generation in force: the nodes get just the changed objects. A no-op
+// Apply writes nothing.
+func TestApplyInPlace(t *testing.T) {
+	c := startEtcd(t)
+	ctx := ctxT(t)
+	l := etcd.Layout{}
+	if _, err := etcd.Apply(ctx, c, l, "objs", etcd.ScopeAll, values("a", "1", "b", "2", "c", "3")); err != nil {
+		t.Fatal(err)
+	}
+	gen := func() string {
+		resp, err := c.Get(ctx, l.Current("objs", etcd.ScopeAll))
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Fatalf("reading the generation: %v", err)
+		}
+		return string(resp.Kvs[0].Value)
+	}
+	before := gen()
+	n := startNode(t, c, l, "n1")
+	n.waitFor(t, map[string]string{"a": "1", "b": "2", "c": "3"})
+
+	rev, err := etcd.Apply(ctx, c, l, "objs", etcd.ScopeAll, values("a", "1", "b", "20", "d", "4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.waitFor(t, map[string]string{"a": "1", "b": "20", "d": "4"})
+	if gen() != before {
+		t.Fatalf("a change of 3 objects made a new generation %s (was %s)", gen(), before)
+	}
+	again, err := etcd.Apply(ctx, c, l, "objs", etcd.ScopeAll, values("a", "1", "b", "20", "d", "4"))
+	if err != nil || again != rev {
+		t.Fatalf("a no-op Apply: revision %d (want %d, nothing written), %v", again, rev, err)
+	}
+}
