@@ -42,6 +42,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	retry "github.com/steadystate/steadystate/internal/backoff"
@@ -182,6 +183,7 @@ type Reflector[In, Obj any] struct {
 	rejected map[string]string // by source key: why its latest value was rejected
 	rev      uint64            // revision of the latest list or applied event
 	listRev  uint64            // revision of the latest list
+	reached  atomic.Uint64     // the source revision the table reflects
 }
 
 // New validates cfg and registers an initializer of the table, done when
@@ -285,8 +287,8 @@ func (r *Reflector[In, Obj]) relist(ctx context.Context, reason string) error {
 			delete(r.rejected, key)
 		}
 	}
-	r.commit(batch, start, true)
 	r.rev, r.listRev = rev, rev
+	r.commit(batch, start, true)
 	if reason != "initial" {
 		r.cfg.Logger.Info("Relisted the source", "reason", reason, "objects", len(items), "revision", rev)
 	}
@@ -403,12 +405,19 @@ func (r *Reflector[In, Obj]) commit(batch map[string]Event[In], since time.Time,
 		r.init = nil
 	}
 	wtxn.Commit()
+	r.reached.Store(r.rev)
 	if rejectedNow > 0 {
 		r.cfg.Metrics.Rejected(r.cfg.Name, rejectedNow)
 	}
 	r.cfg.Metrics.BatchCommitted(r.cfg.Name, len(batch), time.Since(since))
 	r.reportHealth()
 }
+
+// Revision returns the source revision that the table reflects: every
+// change of the source up to it is committed to the table (0 before the
+// first list). Safe for concurrent use. A node reports it as the revision
+// it reached, once its reconcilers have caught up with the table.
+func (r *Reflector[In, Obj]) Revision() uint64 { return r.reached.Load() }
 
 // reportHealth reports OK, or Degraded naming the rejected keys.
 func (r *Reflector[In, Obj]) reportHealth() {

@@ -170,10 +170,11 @@ func (s *fakeSource) compact() {
 }
 
 type fixture struct {
-	db     *statedb.DB
-	table  statedb.RWTable[*obj]
-	source *fakeSource
-	health *reconcilertest.Health
+	reflector *reflector.Reflector[int, *obj]
+	db        *statedb.DB
+	table     statedb.RWTable[*obj]
+	source    *fakeSource
+	health    *reconcilertest.Health
 }
 
 // start runs a reflector of source into a new table until the test ends.
@@ -209,6 +210,7 @@ func start(t *testing.T, source *fakeSource) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.reflector = r
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); r.Run(ctx) }()
@@ -446,4 +448,26 @@ func TestReplayedEventsIgnored(t *testing.T) {
 	// Without the rule the first batch would be a (deleted) and z, and y
 	// would wait for a second.
 	f.waitFor(t, map[string]int{"a": 2, "y": 25, "z": 26})
+}
+
+// Revision is the source revision whose changes are all in the table.
+func TestRevision(t *testing.T) {
+	src := newFakeSource()
+	src.put("a", 1)
+	f := start(t, src)
+	f.waitFor(t, map[string]int{"a": 1})
+	// The list's revision (1) is reached once its commit is visible.
+	for f.reflector.Revision() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	src.put("b", 2)
+	src.del("a")
+	f.waitFor(t, map[string]int{"b": 2})
+	deadline := time.Now().Add(10 * time.Second)
+	for f.reflector.Revision() != 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("Revision %d, want 3", f.reflector.Revision())
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -60,9 +59,9 @@ func Register[Obj any](p Params, cfg reconciler.Config[Obj]) (reconciler.Reconci
 	if cfg.Metrics == nil && p.Metrics != nil {
 		cfg.Metrics = p.Metrics
 	}
-	var health *jobScope
+	var health *cell.PendingScope
 	if cfg.Health == nil {
-		health = &jobScope{}
+		health = &cell.PendingScope{}
 		cfg.Health = health
 	}
 	r, err := reconciler.New(p.DB, cfg)
@@ -74,7 +73,8 @@ func Register[Obj any](p Params, cfg reconciler.Config[Obj]) (reconciler.Reconci
 	}
 	err = p.Jobs.Add(job.OneShot("reconcile-"+cfg.Name, func(ctx context.Context, jobHealth cell.Health) error {
 		if health != nil {
-			health.open(jobHealth)
+			// The job's scope exists now: the reconciler's goes under it.
+			health.Open(jobHealth, "reconciler")
 		}
 		return r.Run(ctx)
 	}))
@@ -82,51 +82,4 @@ func Register[Obj any](p Params, cfg reconciler.Config[Obj]) (reconciler.Reconci
 		return nil, err
 	}
 	return r, nil
-}
-
-// jobScope is the reconciler.Health that Register gives a reconciler: the
-// scope "reconciler" under the health scope of its job. The job group
-// creates the job's scope when the job starts, after the reconciler was
-// created, so the job opens this scope before it calls Run; the reconciler
-// reports only from Run. (The job's scope, and with it this one, is closed
-// by the job group when the job ends.)
-type jobScope struct {
-	mu    sync.Mutex
-	scope cell.Health // nil until the job opened it
-}
-
-var _ reconciler.Health = (*jobScope)(nil)
-
-// open opens the scope under the job's scope.
-func (s *jobScope) open(job cell.Health) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.scope = job.NewScope("reconciler")
-}
-
-func (s *jobScope) get() cell.Health {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.scope
-}
-
-// OK implements reconciler.Health.
-func (s *jobScope) OK(status string) {
-	if h := s.get(); h != nil {
-		h.OK(status)
-	}
-}
-
-// Degraded implements reconciler.Health.
-func (s *jobScope) Degraded(reason string, err error) {
-	if h := s.get(); h != nil {
-		h.Degraded(reason, err)
-	}
-}
-
-// Stopped implements reconciler.Health.
-func (s *jobScope) Stopped(reason string) {
-	if h := s.get(); h != nil {
-		h.Stopped(reason)
-	}
 }
