@@ -50,11 +50,13 @@ type Config[Obj any] struct {
 	// holds each object once, and rounds follow each other (see exec.go).
 	// A batch target's rounds are split across the workers. Default 1.
 	Workers int
-	// MinRoundInterval is the least time between the starts of two
-	// incremental rounds: changes that come in a burst meanwhile coalesce,
-	// and versions of an object that were replaced before their round came
-	// are never applied. 0 (the default) starts a round as soon as there
-	// are changes.
+	// MinRoundInterval is the least time between the moment the change
+	// feed wakes the reconciler and the start of the last batch of rounds
+	// that had work: changes that come meanwhile coalesce, and versions of
+	// an object replaced before their round came are never applied. (The
+	// changes already waiting when a batch of rounds starts go in rounds
+	// of IncrementalRoundSize back to back.) 0 (the default) starts as
+	// soon as there are changes.
 	MinRoundInterval time.Duration
 	// RetryBackoffMin is the first retry delay of a failed object (and of
 	// a failed Prune); each further failure doubles it, with up to a
@@ -73,10 +75,16 @@ type Config[Obj any] struct {
 	// operations share a deadline, renewed when half of it is left). An
 	// operation that takes longer fails with the context's error and is
 	// retried. One that ignores its context and runs past OperationTimeout
-	// (plus a tenth) is abandoned: its object fails with
-	// ErrOperationAbandoned, health names it as stuck, and no other
-	// operation on that object (and no prune) starts until it returns.
-	// Default DefaultOperationTimeout.
+	// (plus a tenth) is abandoned: its objects fail with
+	// ErrOperationAbandoned and are retried, health names it as stuck, the
+	// rest of its round goes on, and no other operation on its objects
+	// starts until it returns (they fail with ErrKeyBusy); while an
+	// abandoned Prune runs, no operation on any object starts, and no prune
+	// starts while any abandoned operation runs. Go cannot stop a
+	// goroutine: the abandoned call's goroutine runs until the target
+	// returns, then drops the result and frees the keys; a target that
+	// never returns keeps it (and the keys) for the life of the process,
+	// across Runs. Run does not wait for it. Default DefaultOperationTimeout.
 	OperationTimeout time.Duration
 	// Metrics receives the reconciler's measurements. Default NopMetrics.
 	Metrics Metrics

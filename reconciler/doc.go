@@ -13,8 +13,10 @@
 // second, to repair drift (full.go). Config.MinRoundInterval makes bursts of
 // changes coalesce into fewer rounds.
 //
-// A target that also implements Planner says, without changing anything,
-// what an Update, Delete or Prune would change. The reconciler then skips
+// A target that also implements Planner (PlanUpdate, PlanDelete and
+// PlanPrune, each returning a Plan of Changes: add, change or remove, with
+// what differs) says, without changing anything, what an Update, Delete or
+// Prune would change. The reconciler then skips
 // operations whose plan is empty, logs and counts every drift a refresh
 // repairs and every leftover a prune removes, and DryRun returns the plan
 // of a whole table against the real system (what `agent diff` prints).

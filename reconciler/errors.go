@@ -25,13 +25,14 @@ var (
 
 	// ErrOperationAbandoned is wrapped by the error of a target operation
 	// that did not return within Config.OperationTimeout although its
-	// context was cancelled: the reconciler stopped waiting for it (see
+	// context was cancelled: the reconciler stopped waiting for it. Its
+	// goroutine runs on until the target returns (see
 	// Config.OperationTimeout).
 	ErrOperationAbandoned = errors.New("target operation abandoned")
 
 	// ErrKeyBusy is wrapped by the error of an object whose previous
-	// operation was abandoned and has not returned yet: no second
-	// operation on the same key starts meanwhile.
+	// operation (or a Prune) was abandoned and has not returned yet: no
+	// second operation on the same key starts meanwhile.
 	ErrKeyBusy = errors.New("previous operation on the object still running")
 )
 

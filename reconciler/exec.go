@@ -34,9 +34,13 @@ import (
 // cannot stop a goroutine): it ends when the target returns, drops its
 // result and frees the keys; if the target never returns, it stays blocked
 // for the life of the process. Run does not wait for it.
+//
+// The executor lives as long as its reconciler: the stuck operations of one
+// Run still block their keys in the next. Each Run starts (start) and stops
+// (stop) its own pool of workers.
 type executor[Obj any] struct {
 	r    *reconciler[Obj]
-	jobs chan *job[Obj] // to the pool's workers
+	jobs chan *job[Obj] // to the pool's workers, one channel per Run
 	live sync.WaitGroup // workers not abandoned
 
 	mu    sync.Mutex
@@ -61,7 +65,8 @@ type worker struct {
 	unit      int       // the unit it runs, -1 when none
 	start     time.Time // when it started the unit
 	abandoned bool
-	keys      []string // the stuck keys it frees when it returns
+	keys      []string  // the stuck keys it frees when it returns
+	op        Operation // of the unit it runs
 }
 
 // job is the work of one round: n units (an object, a batch or a prune),
@@ -98,6 +103,7 @@ type span struct {
 type unitIn[Obj any] struct {
 	obj     Obj
 	deleted bool
+	op      Operation         // the unit's operation
 	busy    error             // the key is stuck: fail with this, call nothing
 	batch   []BatchEntry[Obj] // a batch unit
 }
@@ -121,16 +127,26 @@ func shutdownGrace(timeout time.Duration) time.Duration { return min(opGrace(tim
 func newExecutor[Obj any](r *reconciler[Obj]) *executor[Obj] {
 	return &executor[Obj]{
 		r:       r,
-		jobs:    make(chan *job[Obj], 2*r.cfg.Workers),
 		stuck:   map[string]stuckOp{},
 		unstuck: make(chan struct{}, 1),
 	}
 }
 
-// stop ends the idle workers and waits for them. Workers still running an
-// operation were abandoned by execute when its context ended.
+// start readies the executor for a Run.
+func (ex *executor[Obj]) start() {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	ex.jobs = make(chan *job[Obj], 2*ex.r.cfg.Workers)
+	ex.pool = nil
+}
+
+// stop ends the idle workers of the Run and waits for them. Workers still
+// running an operation were abandoned by execute when its context ended.
 func (ex *executor[Obj]) stop() {
-	close(ex.jobs)
+	ex.mu.Lock()
+	jobs := ex.jobs
+	ex.mu.Unlock()
+	close(jobs)
 	ex.live.Wait()
 }
 
@@ -231,7 +247,7 @@ func (ex *executor[Obj]) abandonOverdue(j *job[Obj], limit time.Duration) (time.
 		ex.live.Done()
 		ex.pool = slices.DeleteFunc(ex.pool, func(p *worker) bool { return p == w })
 		err := fmt.Errorf("%w: %s did not return %v after its context ended (OperationTimeout %v); no further operation on the object until it does",
-			ErrOperationAbandoned, j.opOf(w.unit), (age - r.cfg.OperationTimeout).Round(time.Millisecond), r.cfg.OperationTimeout)
+			ErrOperationAbandoned, w.op, (age - r.cfg.OperationTimeout).Round(time.Millisecond), r.cfg.OperationTimeout)
 		for _, i := range j.objects(w.unit) {
 			key, name := stuckPruneKey, "the table's leftovers"
 			if i >= 0 {
@@ -241,10 +257,10 @@ func (ex *executor[Obj]) abandonOverdue(j *job[Obj], limit time.Duration) (time.
 			} else {
 				j.pruneOut.err = err
 			}
-			ex.stuck[key] = stuckOp{op: j.opOf(w.unit), name: name, since: w.start}
+			ex.stuck[key] = stuckOp{op: w.op, name: name, since: w.start}
 			w.keys = append(w.keys, key)
 		}
-		r.cfg.Logger.Error("Target operation abandoned", "operation", j.opOf(w.unit), "error", err)
+		r.cfg.Logger.Error("Target operation abandoned", "operation", w.op, "error", err)
 		ex.finishLocked(j)
 		ex.spawnLocked()
 		respawned++
@@ -253,20 +269,20 @@ func (ex *executor[Obj]) abandonOverdue(j *job[Obj], limit time.Duration) (time.
 	return max(next, time.Millisecond), respawned
 }
 
-// spawnLocked starts a worker goroutine.
+// spawnLocked starts a worker goroutine of the current Run.
 func (ex *executor[Obj]) spawnLocked() {
 	w := &worker{unit: -1}
 	ex.pool = append(ex.pool, w)
 	ex.live.Add(1)
-	go ex.loop(w)
+	go ex.loop(w, ex.jobs)
 }
 
 // loop is a worker goroutine: it runs the units of the jobs it is handed.
-func (ex *executor[Obj]) loop(w *worker) {
+func (ex *executor[Obj]) loop(w *worker, jobs <-chan *job[Obj]) {
 	r := ex.r
 	oc := opContext{timeout: r.cfg.OperationTimeout}
 	defer oc.stop()
-	for j := range ex.jobs {
+	for j := range jobs {
 		if oc.parent != j.ctx {
 			oc.stop()
 			oc = opContext{parent: j.ctx, timeout: r.cfg.OperationTimeout}
@@ -279,6 +295,7 @@ func (ex *executor[Obj]) loop(w *worker) {
 			ex.mu.Lock()
 			w.unit, w.start = i, time.Now()
 			in := ex.takeLocked(j, i)
+			w.op = in.op
 			ex.mu.Unlock()
 
 			out := r.runUnit(oc.get(), j, in)
@@ -293,7 +310,7 @@ func (ex *executor[Obj]) loop(w *worker) {
 				}
 				r.cfg.Metrics.StuckOperations(r.cfg.Name, r.tableName, len(ex.stuck))
 				ex.mu.Unlock()
-				r.cfg.Logger.Info("Abandoned target operation returned", "operation", j.opOf(i), "error", out.err)
+				r.cfg.Logger.Info("Abandoned target operation returned", "operation", in.op, "error", out.err)
 				select {
 				case ex.unstuck <- struct{}{}:
 				default:
@@ -344,18 +361,26 @@ func (j *job[Obj]) opOf(unit int) Operation {
 // takeLocked copies what unit needs from the round.
 func (ex *executor[Obj]) takeLocked(j *job[Obj], unit int) unitIn[Obj] {
 	r := ex.r
+	// A key is busy while its own abandoned operation runs, and every key
+	// is while an abandoned Prune runs: it would remove what an operation
+	// applied meanwhile (from its old snapshot of the desired objects).
 	busy := func(key string) error {
 		if len(ex.stuck) == 0 {
 			return nil
 		}
-		if s, ok := ex.stuck[key]; ok {
-			return fmt.Errorf("%w (%s since %s)", ErrKeyBusy, s.op, s.since.Format(time.RFC3339))
+		s, ok := ex.stuck[key]
+		if !ok {
+			s, ok = ex.stuck[stuckPruneKey]
+		}
+		if ok {
+			return fmt.Errorf("%w (%s of %s since %s)", ErrKeyBusy, s.op, s.name, s.since.Format(time.RFC3339))
 		}
 		return nil
 	}
+	op := j.opOf(unit)
 	switch {
 	case j.prune:
-		return unitIn[Obj]{busy: busy(stuckPruneKey)}
+		return unitIn[Obj]{op: op, busy: busy(stuckPruneKey)}
 	case j.spans != nil:
 		s := j.spans[unit]
 		batch := make([]BatchEntry[Obj], 0, s.hi-s.lo)
@@ -369,10 +394,10 @@ func (ex *executor[Obj]) takeLocked(j *job[Obj], unit int) unitIn[Obj] {
 			}
 			batch = append(batch, e)
 		}
-		return unitIn[Obj]{deleted: s.deleted, batch: batch}
+		return unitIn[Obj]{op: op, deleted: s.deleted, batch: batch}
 	default:
 		w := &j.round[unit]
-		in := unitIn[Obj]{obj: w.obj, deleted: w.deleted}
+		in := unitIn[Obj]{op: op, obj: w.obj, deleted: w.deleted}
 		if len(ex.stuck) > 0 {
 			in.busy = busy(r.keyOf(w))
 		}

@@ -33,7 +33,9 @@ type Metrics interface {
 	// DriftRepaired counts n objects whose refresh found the real system
 	// changed behind the reconciler's back (Planner targets).
 	DriftRepaired(reconciler, table string, n int)
-	// Pruned counts n leftovers that a prune removed (Planner targets).
+	// Pruned counts the n changes of a prune's plan once the prune
+	// succeeded: the leftovers it removed, one change each as the example
+	// targets plan them (Planner targets).
 	Pruned(reconciler, table string, n int)
 	// Skipped counts n Updates or Deletes not made because their plan was
 	// empty: the real system already matched (Planner targets).
@@ -46,7 +48,7 @@ type Metrics interface {
 	// RefreshQueue is the number of Done objects due for a refresh that
 	// wait for the refresh rate.
 	RefreshQueue(reconciler, table string, n int)
-	// WorkersBusy is the number of workers running the current round (0
+	// WorkersBusy is the number of workers given the current round (0
 	// between rounds), stuck operations not counted.
 	WorkersBusy(reconciler, table string, n int)
 	// StuckOperations is the number of abandoned operations that have not

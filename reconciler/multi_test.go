@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -280,4 +281,51 @@ func TestWorkersModel(t *testing.T) {
 		t.Errorf("gauges errors=%d retries=%d, want 0", errs, retries)
 	}
 	t.Logf("%d operations, up to %d at once", f.target.NumOps(), maxBusy)
+}
+
+// countingStatus counts the calls of GetObjectStatus.
+type countingStatus struct{ n atomic.Int64 }
+
+func (c *countingStatus) get(o *testObj) reconciler.Status { c.n.Add(1); return o.Status }
+
+// Refresh by age costs a pass over the table at most every tenth of
+// RefreshInterval, not one per change, and never spins while it waits for
+// its rate.
+func TestRefreshCost(t *testing.T) {
+	t.Run("changes", func(t *testing.T) {
+		f := newFixture(t, false)
+		var calls countingStatus
+		f.cfg.GetObjectStatus = calls.get
+		f.cfg.RefreshInterval = time.Hour
+		f.start()
+		f.insertN("o", 1000)
+		f.mustReconcile()
+		before := calls.n.Load()
+		for i := range 100 {
+			f.insert(&testObj{ID: fmt.Sprintf("o%04d", i), Value: 2})
+			f.mustReconcile()
+		}
+		// Each change costs a few calls (its round, its status write), not
+		// a count of the 1000 objects.
+		if got := calls.n.Load() - before; got > 100*20 {
+			t.Fatalf("100 one-object changes made %d GetObjectStatus calls on a table of 1000", got)
+		}
+	})
+	t.Run("slow rate", func(t *testing.T) {
+		f := newFixture(t, false)
+		var calls countingStatus
+		f.cfg.GetObjectStatus = calls.get
+		f.cfg.RefreshInterval = 300 * time.Millisecond
+		f.cfg.RefreshRate = 1
+		f.start()
+		f.insertN("o", 3)
+		f.mustReconcile()
+		time.Sleep(1500 * time.Millisecond) // a second of refreshing at 1 per second
+		if got := calls.n.Load(); got > 500 {
+			t.Fatalf("%d GetObjectStatus calls in 1.5 s for 3 objects refreshed once per second: spinning", got)
+		}
+		if n := f.target.Count(reconciler.OpUpdate, ""); n < 4 || n > 6 {
+			t.Fatalf("%d Updates: want the 3 first ones and 1 or 2 refreshes at 1 per second", n)
+		}
+	})
 }

@@ -92,17 +92,10 @@ func (r *reconciler[Obj]) runUnit(ctx context.Context, j *job[Obj], in unitIn[Ob
 	case j.prune:
 		return r.runPrune(ctx, j.txn)
 	case in.batch != nil:
-		op := j.op
-		if in.deleted {
-			op = OpDelete
-		}
-		r.runBatch(ctx, j.txn, op, in.batch)
+		r.runBatch(ctx, j.txn, in.op, in.batch)
 		return unitOut[Obj]{batch: in.batch}
 	}
-	op := j.op
-	if in.deleted {
-		op = OpDelete
-	}
+	op := in.op
 	var p Plan
 	if r.planner != nil {
 		var err error

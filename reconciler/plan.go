@@ -77,9 +77,10 @@ type Planner[Obj any] interface {
 // change now, without changing anything: the plan of Prune with every
 // desired object, then the plan of an Update of each object, in primary key
 // order, whatever its status. The target must implement Planner (else the
-// error wraps ErrNoPlanner). An object whose plan fails is reported in the
-// error, which joins every failure, and the plan holds what could be
-// planned.
+// error wraps ErrNoPlanner). An object whose plan fails (or panics) is
+// reported in the error, which joins every failure, and the plan holds what
+// could be planned. A change that both the prune's plan and an object's
+// plan list (a target may list what Prune would restore) appears once.
 func DryRun[Obj any](ctx context.Context, db *statedb.DB, table statedb.Table[Obj], target Target[Obj]) (Plan, error) {
 	planner, ok := target.(Planner[Obj])
 	if !ok {
@@ -88,26 +89,45 @@ func DryRun[Obj any](ctx context.Context, db *statedb.DB, table statedb.Table[Ob
 	txn := db.ReadTxn()
 	var plan Plan
 	var errs []string
-	p, err := planner.PlanPrune(ctx, txn, table.All(txn))
+	p, err := safePlan(func() (Plan, error) { return planner.PlanPrune(ctx, txn, table.All(txn)) })
 	if err != nil {
 		errs = append(errs, "prune: "+err.Error())
 	}
 	plan = append(plan, p...)
+	seen := make(map[Change]bool, len(p))
+	for _, c := range p {
+		seen[c] = true
+	}
 	for obj := range table.All(txn) {
 		if ctx.Err() != nil {
 			return plan, ctx.Err()
 		}
-		p, err := planner.PlanUpdate(ctx, txn, obj)
+		p, err := safePlan(func() (Plan, error) { return planner.PlanUpdate(ctx, txn, obj) })
 		if err != nil {
 			errs = append(errs, fmt.Sprintf("%s: %v", describe(table, obj), err))
 			continue
 		}
-		plan = append(plan, p...)
+		for _, c := range p {
+			if !seen[c] {
+				seen[c] = true
+				plan = append(plan, c)
+			}
+		}
 	}
 	if len(errs) > 0 {
 		return plan, fmt.Errorf("dry run of table %q: %d failed: %s", table.Name(), len(errs), strings.Join(errs, "; "))
 	}
 	return plan, nil
+}
+
+// safePlan calls plan, turning a panic into an error.
+func safePlan(plan func() (Plan, error)) (p Plan, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = panicError{value: v}
+		}
+	}()
+	return plan()
 }
 
 // describe names obj in messages: its String() if it has one, else its

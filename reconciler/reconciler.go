@@ -30,6 +30,7 @@ func New[Obj any](db *statedb.DB, cfg Config[Obj]) (Reconciler[Obj], error) {
 	}
 	r.batch, _ = cfg.Target.(BatchTarget[Obj])
 	r.planner, _ = cfg.Target.(Planner[Obj])
+	r.exec = newExecutor(r)
 	return r, nil
 }
 
@@ -155,7 +156,7 @@ func (r *reconciler[Obj]) Run(ctx context.Context) error {
 	}
 	defer changes.Close()
 
-	r.exec = newExecutor(r)
+	r.exec.start()
 	defer r.exec.stop()
 
 	timer := time.NewTimer(time.Hour)

@@ -224,6 +224,17 @@ func (sc *scenario) targetCommands() map[string]script.Cmd {
 			return nil
 		}),
 		"heal-prune": command("clear Prune's fault", "", nil, func([]string) error { target.ClearPrune(); return nil }),
+		"hang-prune": command("make Prune block until heal-prune or its context ends (ignore-ctx: until heal-prune only)", "[ignore-ctx]", nil, func(args []string) error {
+			f := reconcilertest.Fault{Block: true}
+			switch {
+			case len(args) == 1 && args[0] == "ignore-ctx":
+				f.IgnoreContext = true
+			case len(args) > 0:
+				return script.ErrUsage
+			}
+			target.InjectPrune(f)
+			return nil
+		}),
 		"set": command("change the real system behind the reconciler's back", "KEY=VALUE...", nil, func(args []string) error {
 			objs, err := pairs(args)
 			if err != nil || len(objs) == 0 {
