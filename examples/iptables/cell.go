@@ -15,7 +15,10 @@ const DefaultIncrementalRoundSize = 10000
 // ReconcilerConfig returns the reconciler configuration for table and
 // target, named "iptables", with IncrementalRoundSize
 // DefaultIncrementalRoundSize and the other fields at their defaults.
-// table must be the table the target was made with.
+// table must be the table the target was made with. Set
+// FullReconciliationInterval (or call Reconciler.Prune) to have leftover
+// rules and chains pruned, and RefreshInterval to have rules changed or
+// deleted by hand repaired.
 func ReconcilerConfig(table statedb.RWTable[*Rule], target *Target) reconciler.Config[*Rule] {
 	return reconciler.Config[*Rule]{
 		Name:                 "iptables",

@@ -79,12 +79,15 @@
 //
 // # Pruning
 //
-// Prune (in a full reconciliation) brings every owned chain that exists
-// to its desired content in one iptables-restore: rules that are not
-// desired, duplicates, strays and changed rules are deleted, missing ones
-// put back; owned chains that have no desired rules are removed, with
-// their hooks. The full reconciliation's refresh then finds the chains in
-// place (and creates those that did not exist).
+// Prune (by the reconciler's FullReconciliationInterval, or asked with
+// Reconciler.Prune) brings every owned chain that exists to its desired
+// content in one iptables-restore: rules that are not desired, duplicates,
+// strays and changed rules are deleted, missing ones put back; owned chains
+// that have no desired rules are removed, with their hooks. Its plan
+// (PlanPrune) lists all of it, so a reconciler skips a Prune only when
+// there is nothing to do. Owned chains deleted by hand are recreated by
+// the refresh (the reconciler's RefreshInterval), whose Updates put each
+// rule back.
 //
 // # Running it
 //

@@ -128,13 +128,15 @@ func (t *Target) PlanDelete(ctx context.Context, txn statedb.ReadTxn, obj *Rule)
 	return plan, nil
 }
 
-// PlanPrune returns what Prune would remove from the owned chains of every
+// PlanPrune returns what Prune would change in the owned chains of every
 // table: the rules that are not desired there (leftovers, strays,
 // duplicates, rules changed by hand), hooks other than the one from each
 // chain's built-in chain, and the chains that have no desired rules, with
-// their rules and hooks. Rules and chains the target does not own are never
-// listed. Prune also puts missing desired rules back in place; their
-// update plans list those. Errors: iptables-save's and learning's.
+// their rules and hooks, removed; and the desired rules of the owned chains
+// that are missing or out of place, put back (listed as their update plans
+// list them). Rules and chains the target does not own are never listed,
+// nor are owned chains deleted by hand, which Prune does not recreate (a
+// refresh's Updates do). Errors: iptables-save's and learning's.
 func (t *Target) PlanPrune(ctx context.Context, _ statedb.ReadTxn, desired iter.Seq2[*Rule, statedb.Revision]) (reconciler.Plan, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -198,6 +200,11 @@ func (t *Target) PlanPrune(ctx context.Context, _ statedb.ReadTxn, desired iter.
 					plan = append(plan, p.strayRemoval(r))
 				}
 			}
+			// Prune also puts the chain's desired rules back in place:
+			// list those changes as their update plans do, so that the
+			// reconciler does not skip a Prune that has work to do, and a
+			// dry run lists them once.
+			plan = append(plan, p.restorations()...)
 			plan = append(plan, p.extraHooks(st)...)
 		}
 	}
@@ -230,6 +237,24 @@ func (t *Target) view(st *tableState, table, owned string, desired []desiredRule
 		p.actual = append(p.actual, r)
 	}
 	return p
+}
+
+// restorations plans putting the chain's desired rules back: the missing
+// ones added, the ones out of place moved, as PlanUpdate plans them.
+func (p *chainPlan) restorations() reconciler.Plan {
+	var plan reconciler.Plan
+	kept := p.keep()
+	for pos, d := range p.desired {
+		at := slices.IndexFunc(p.actual, func(r chainRule) bool { return r.name == d.name && r.args == d.args })
+		switch {
+		case at < 0:
+			plan = append(plan, reconciler.Change{Action: reconciler.ActionAdd, Object: "rule " + d.key, Detail: d.args})
+		case !kept[at]:
+			plan = append(plan, reconciler.Change{Action: reconciler.ActionChange, Object: "rule " + d.key,
+				Detail: "move to position " + strconv.Itoa(pos+1) + " of " + p.owned})
+		}
+	}
+	return plan
 }
 
 // missingChainAndHook plans creating the owned chain and its hook, where

@@ -3,6 +3,7 @@ package iptables
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/steadystate/steadystate/reconciler"
@@ -90,9 +91,16 @@ func TestPlanInNamespace(t *testing.T) {
 		t.Fatalf("planning changed the rules:\n%s\nbefore:\n%s", after, before)
 	}
 
-	// The operations do what the plans said; then nothing is left to do.
+	// The prune's own plan lists the rules it puts back, so that a
+	// reconciler does not skip it as having nothing to do.
 	ctx := context.Background()
 	txn := f.db.ReadTxn()
+	pp, err := fresh.PlanPrune(ctx, txn, f.table.All(txn))
+	if err != nil || !strings.Contains(pp.String(), "add rule filter/INPUT/ssh: -p tcp --dport 22 -j ACCEPT\n") {
+		t.Fatalf("PlanPrune after a rule was deleted by hand: %v\n%s", err, pp)
+	}
+
+	// The operations do what the plans said; then nothing is left to do.
 	if err := f.target.Update(ctx, txn, ssh); err != nil {
 		t.Fatal(err)
 	}

@@ -364,7 +364,7 @@ func buildInput(plans []*chainPlan, state map[string]*tableState) *restoreInput 
 // A chain whose content the target cannot recognize (a new target, after
 // a restart) is rewritten whole in that batch. Chains without desired
 // rules are unhooked and deleted. Chains that do not exist are left to the
-// refresh of the full reconciliation that follows. Rules outside its
+// Updates of a refresh (the reconciler's RefreshInterval). Rules outside its
 // chains are never touched, except its own hooks. Invalid rules and rules
 // iptables rejected before are left out; a rule iptables rejects now is
 // left out too (its Update reports it). Errors are iptables-save's and

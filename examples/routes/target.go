@@ -57,8 +57,8 @@ type TargetConfig struct {
 //
 // Update never rewrites a route that is already as desired: it adds
 // exclusively, and only when the identity is taken does it read the
-// kernel's route to decide, so a full reconciliation of an unchanged state
-// changes nothing in the kernel.
+// kernel's route to decide, so a refresh of an unchanged state changes
+// nothing in the kernel.
 //
 // Route changes are pipelined: a batch goes to the kernel in a few large
 // writes (see pipeline), which makes 10k routes faster than `ip -batch`.

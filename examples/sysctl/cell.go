@@ -11,7 +11,8 @@ import (
 // target: Name "sysctl", the status accessors and the clone function, the
 // other fields at the reconciler's defaults. Set
 // FullReconciliationInterval (or call Reconciler.Prune) to have the
-// values of sysctls that are no longer desired restored.
+// values of sysctls that are no longer desired restored, and
+// RefreshInterval to have values changed by hand repaired.
 func ReconcilerConfig(table statedb.RWTable[*Sysctl], target *Target) reconciler.Config[*Sysctl] {
 	return reconciler.Config[*Sysctl]{
 		Name:            "sysctl",

@@ -17,7 +17,7 @@
 // # What it manages and what it owns
 //
 // The target reads before it writes and skips a write that would change
-// nothing, so a full reconciliation of a converged system writes no file.
+// nothing, so a refresh of a converged system writes no file.
 // Before its first change of a key it records the value it found (in
 // memory, per key); Delete, and Prune for keys that are no longer desired,
 // write that value back and forget it. Keys the target never changed are
