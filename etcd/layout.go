@@ -50,6 +50,12 @@ func (l Layout) prefix() string {
 	return strings.TrimSuffix(l.Prefix, "/")
 }
 
+// Table returns the key prefix of a table's desired objects, every scope:
+// PREFIX/desired/TABLE/.
+func (l Layout) Table(table string) string {
+	return fmt.Sprintf("%s/desired/%s/", l.prefix(), table)
+}
+
 // Scope returns the key prefix of a table's scope: PREFIX/desired/TABLE/SCOPE/.
 func (l Layout) Scope(table, scope string) string {
 	return fmt.Sprintf("%s/desired/%s/%s/", l.prefix(), table, scope)

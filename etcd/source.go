@@ -27,7 +27,8 @@ type Source struct {
 	table  string
 	node   string
 
-	// RequestTimeout bounds each request of List, so that an unreachable
+	// RequestTimeout bounds each request of List (a page of up to 1000
+	// objects), so that an unreachable
 	// cluster is reported (the reflector retries with backoff) rather
 	// than waited for. A watch also checks every RequestTimeout that the
 	// cluster answers a linearizable read (an etcd watch whose members are
@@ -64,10 +65,10 @@ func NewSource(client *clientv3.Client, layout Layout, table, node string) (*Sou
 
 // List reads both scopes' generations in force at one revision.
 func (s *Source) List(ctx context.Context) ([]reflector.Item[[]byte], uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, cmp.Or(s.RequestTimeout, DefaultRequestTimeout))
-	defer cancel()
 	all, own := s.layout.Current(s.table, ScopeAll), s.layout.Current(s.table, NodeScope(s.node))
-	resp, err := s.client.Txn(ctx).Then(clientv3.OpGet(all), clientv3.OpGet(own)).Commit()
+	rctx, cancel := s.request(ctx)
+	resp, err := s.client.Txn(rctx).Then(clientv3.OpGet(all), clientv3.OpGet(own)).Commit()
+	cancel()
 	if err != nil {
 		return nil, 0, fmt.Errorf("reading %s and %s: %w", all, own, err)
 	}
@@ -106,13 +107,20 @@ func (s *Source) List(ctx context.Context) ([]reflector.Item[[]byte], uint64, er
 	return items, uint64(rev), nil
 }
 
+// request returns the context of one request: RequestTimeout from now.
+func (s *Source) request(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, cmp.Or(s.RequestTimeout, DefaultRequestTimeout))
+}
+
 // readRange reads every key under prefix at rev, in pages.
 func (s *Source) readRange(ctx context.Context, prefix string, rev int64, each func(name string, value []byte)) error {
 	end := clientv3.GetPrefixRangeEnd(prefix)
 	from := prefix
 	for {
-		resp, err := s.client.Get(ctx, from, clientv3.WithRange(end), clientv3.WithRev(rev), clientv3.WithLimit(listPage),
+		rctx, cancel := s.request(ctx)
+		resp, err := s.client.Get(rctx, from, clientv3.WithRange(end), clientv3.WithRev(rev), clientv3.WithLimit(listPage),
 			clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+		cancel()
 		if err != nil {
 			return fmt.Errorf("reading %s at revision %d: %w", prefix, rev, err)
 		}
@@ -126,10 +134,14 @@ func (s *Source) readRange(ctx context.Context, prefix string, rev int64, each f
 	}
 }
 
-// Watch streams the changes of both scopes after revision after. A new
-// generation in force, a removed object of the node's own scope (the
-// fleet-wide one may show again) and a compacted revision are Resync; the
-// channel closes when the watch is lost.
+// Watch streams the changes of both scopes after revision after, in
+// revision order (one etcd watch over the table's keys; other nodes' scopes
+// are dropped here, which costs each node their traffic, but a second
+// watch could deliver a later revision before an earlier one, and the
+// reflector's Revision would claim too much). A new generation in force,
+// a removed object of the node's own scope (the fleet-wide one may show
+// again) and a compacted revision are Resync; the channel closes when the
+// watch is lost.
 func (s *Source) Watch(ctx context.Context, after uint64) (<-chan reflector.Event[[]byte], error) {
 	s.mu.Lock()
 	v := s.listed
@@ -139,9 +151,8 @@ func (s *Source) Watch(ctx context.Context, after uint64) (<-chan reflector.Even
 	}
 	v.fleet, v.own = copySet(v.fleet), copySet(v.own)
 	ctx, cancel := context.WithCancel(ctx)
-	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithRev(int64(after) + 1), clientv3.WithProgressNotify()}
-	wAll := s.client.Watch(clientv3.WithRequireLeader(ctx), s.layout.Scope(s.table, ScopeAll), opts...)
-	wOwn := s.client.Watch(clientv3.WithRequireLeader(ctx), s.layout.Scope(s.table, NodeScope(s.node)), opts...)
+	events := s.client.Watch(clientv3.WithRequireLeader(ctx), s.layout.Table(s.table),
+		clientv3.WithPrefix(), clientv3.WithRev(int64(after)+1), clientv3.WithProgressNotify())
 	out := make(chan reflector.Event[[]byte])
 	probe := cmp.Or(s.RequestTimeout, DefaultRequestTimeout)
 	go func() {
@@ -151,9 +162,6 @@ func (s *Source) Watch(ctx context.Context, after uint64) (<-chan reflector.Even
 		ticker := time.NewTicker(probe)
 		defer ticker.Stop()
 		for {
-			var resp clientv3.WatchResponse
-			var ok bool
-			var own bool
 			select {
 			case <-ctx.Done():
 				return
@@ -161,16 +169,10 @@ func (s *Source) Watch(ctx context.Context, after uint64) (<-chan reflector.Even
 				if !s.alive(ctx, probe) {
 					return // lost: the reflector lists again
 				}
-				continue
-			case resp, ok = <-wAll:
-			case resp, ok = <-wOwn:
-				own = true
-			}
-			if !ok {
-				return // lost: the reflector lists again
-			}
-			if !w.handle(resp, own) {
-				return
+			case resp, ok := <-events:
+				if !ok || !w.handle(resp) {
+					return // lost, or a Resync sent
+				}
 			}
 		}
 	}()
@@ -186,7 +188,7 @@ func (s *Source) alive(ctx context.Context, timeout time.Duration) bool {
 	return err == nil
 }
 
-// watcher turns the watch responses of both scopes into events.
+// watcher turns the watch responses into events.
 type watcher struct {
 	s   *Source
 	v   view
@@ -196,7 +198,7 @@ type watcher struct {
 
 // handle sends the events of resp; it returns false when the watch must
 // end (after a Resync, or when it failed).
-func (w *watcher) handle(resp clientv3.WatchResponse, own bool) bool {
+func (w *watcher) handle(resp clientv3.WatchResponse) bool {
 	if resp.CompactRevision != 0 {
 		// The revision to go on from is compacted away: list again.
 		w.send(reflector.Event[[]byte]{Kind: reflector.Resync})
@@ -205,29 +207,36 @@ func (w *watcher) handle(resp clientv3.WatchResponse, own bool) bool {
 	if resp.Canceled || resp.Err() != nil {
 		return false
 	}
-	scope, gen, names := ScopeAll, w.v.genAll, w.v.fleet
-	if own {
-		scope, gen, names = NodeScope(w.s.node), w.v.genNode, w.v.own
-	}
-	current := w.s.layout.Current(w.s.table, scope)
-	prefix := w.s.layout.Generation(w.s.table, scope, gen)
+	allScope, ownScope := w.s.layout.Scope(w.s.table, ScopeAll), w.s.layout.Scope(w.s.table, NodeScope(w.s.node))
 	for _, ev := range resp.Events {
 		key := string(ev.Kv.Key)
-		rev := uint64(ev.Kv.ModRevision)
+		var own bool
 		switch {
-		case key == current:
+		case strings.HasPrefix(key, allScope):
+		case strings.HasPrefix(key, ownScope):
+			own = true
+		default:
+			continue // another node's
+		}
+		scope, gen, names := ScopeAll, w.v.genAll, w.v.fleet
+		if own {
+			scope, gen, names = NodeScope(w.s.node), w.v.genNode, w.v.own
+		}
+		rev := uint64(ev.Kv.ModRevision)
+		prefix := w.s.layout.Generation(w.s.table, scope, gen)
+		switch {
+		case key == w.s.layout.Current(w.s.table, scope):
 			if ev.Type == clientv3.EventTypeDelete || string(ev.Kv.Value) != gen {
 				// Another generation is in force: read it whole.
 				w.send(reflector.Event[[]byte]{Kind: reflector.Resync, Revision: rev})
 				return false
 			}
 		case gen != "" && strings.HasPrefix(key, prefix):
-			name := strings.TrimPrefix(key, prefix)
-			if !w.object(ev, name, own, names, rev) {
+			if !w.object(ev, strings.TrimPrefix(key, prefix), own, names, rev) {
 				return false
 			}
 		}
-		// Other keys are generations being staged or deleted.
+		// Other keys are generations being staged or deleted, counters.
 	}
 	return true
 }

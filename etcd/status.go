@@ -13,6 +13,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/steadystate/steadystate/internal/backoff"
 )
 
 // NodeStatus is a node's summary, kept in etcd under its lease.
@@ -47,14 +49,20 @@ type PublisherConfig struct {
 	// TTL is the lease's: the status disappears this long after the
 	// agent stops keeping it alive (a crash). Default 10s.
 	TTL time.Duration
-	// MinInterval is the least time between two status writes: changes
-	// meanwhile coalesce into the next. Default 1s.
+	// MinInterval is the average least time between two status writes,
+	// with bursts of up to Burst writes: a change after a quiet spell is
+	// written at once, and under churn changes coalesce into at most one
+	// write per MinInterval. Default 500ms.
 	MinInterval time.Duration
-	Logger      *slog.Logger
+	// Burst is how many writes may follow each other without waiting.
+	// Default 3.
+	Burst  int
+	Logger *slog.Logger
 }
 
 // Publisher keeps a node's status in etcd: under a lease kept alive while
-// it runs, written only when it changed and at most once per MinInterval.
+// it runs, written only when it changed, at most Burst writes at once and
+// one per MinInterval on average (a token bucket).
 type Publisher struct {
 	cfg   PublisherConfig
 	key   string
@@ -83,7 +91,10 @@ func StartPublisher(ctx context.Context, cfg PublisherConfig, initial NodeStatus
 		cfg.TTL = 10 * time.Second
 	}
 	if cfg.MinInterval == 0 {
-		cfg.MinInterval = time.Second
+		cfg.MinInterval = 500 * time.Millisecond
+	}
+	if cfg.Burst <= 0 {
+		cfg.Burst = 3
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -149,15 +160,18 @@ func (p *Publisher) Writes() int {
 func (p *Publisher) Stop(ctx context.Context) error {
 	p.cancel()
 	<-p.done
-	_, err := p.cfg.Client.Revoke(ctx, p.lease)
+	p.mu.Lock()
+	lease := p.lease
+	p.mu.Unlock()
+	_, err := p.cfg.Client.Revoke(ctx, lease)
 	return err
 }
 
-// run writes the latest status when it changed, at most once per
-// MinInterval, and drains the lease's keep-alive answers.
+// run writes the latest status when it changed, within the token bucket,
+// and drains the lease's keep-alive answers.
 func (p *Publisher) run(ctx context.Context, keep <-chan *clientv3.LeaseKeepAliveResponse) {
 	defer close(p.done)
-	var last time.Time
+	tokens, filled := float64(p.cfg.Burst-1), time.Now() // the claim took one
 	var timer <-chan time.Time
 	for {
 		select {
@@ -165,10 +179,16 @@ func (p *Publisher) run(ctx context.Context, keep <-chan *clientv3.LeaseKeepAliv
 			return
 		case _, ok := <-keep:
 			if !ok {
-				p.cfg.Logger.Warn("The status lease is no longer kept alive", "node", p.cfg.Node)
-				keep = nil
+				// The lease is lost (a partition longer than its TTL, a
+				// restarted cluster): the status is gone from the fleet
+				// view. Claim the node's key again under a new lease.
+				p.cfg.Logger.Warn("The status lease is lost; claiming the node again", "node", p.cfg.Node)
+				if keep = p.reclaim(ctx); keep == nil {
+					return // stopped meanwhile
+				}
+			} else {
+				continue
 			}
-			continue
 		case <-p.wake:
 		case <-timer:
 			timer = nil
@@ -176,8 +196,11 @@ func (p *Publisher) run(ctx context.Context, keep <-chan *clientv3.LeaseKeepAliv
 		if timer != nil {
 			continue // a write is already scheduled
 		}
-		if wait := p.cfg.MinInterval - time.Since(last); wait > 0 {
-			timer = time.After(wait)
+		now := time.Now()
+		tokens = min(float64(p.cfg.Burst), tokens+float64(now.Sub(filled))/float64(p.cfg.MinInterval))
+		filled = now
+		if tokens < 1 {
+			timer = time.After(time.Duration((1 - tokens) * float64(p.cfg.MinInterval)))
 			continue
 		}
 		p.mu.Lock()
@@ -186,19 +209,78 @@ func (p *Publisher) run(ctx context.Context, keep <-chan *clientv3.LeaseKeepAliv
 		if same {
 			continue
 		}
-		if _, err := p.cfg.Client.Put(ctx, p.key, string(data), clientv3.WithLease(p.lease)); err != nil {
+		p.mu.Lock()
+		lease := p.lease
+		p.mu.Unlock()
+		if _, err := p.cfg.Client.Put(ctx, p.key, string(data), clientv3.WithLease(lease)); err != nil {
 			if ctx.Err() == nil {
 				p.cfg.Logger.Warn("Writing the node status failed", "error", err)
 				timer = time.After(p.cfg.MinInterval)
 			}
 			continue
 		}
-		last = time.Now()
+		tokens--
 		p.mu.Lock()
 		p.written = data
 		p.writes++
 		p.mu.Unlock()
 	}
+}
+
+// reclaim grants a new lease and claims the node's status key with it,
+// retrying with backoff until it succeeds or ctx ends (nil then). A key
+// held by another live agent (it took the name while this one was cut
+// off) is retried too, and logged: its lease must expire first.
+func (p *Publisher) reclaim(ctx context.Context) <-chan *clientv3.LeaseKeepAliveResponse {
+	b := backoff.Backoff{Min: 100 * time.Millisecond, Max: 10 * time.Second}
+	for attempt := 1; ; attempt++ {
+		keep, err := p.claim(ctx)
+		if err == nil {
+			p.cfg.Logger.Info("Claimed the node again", "node", p.cfg.Node)
+			return keep
+		}
+		p.cfg.Logger.Warn("Claiming the node failed", "node", p.cfg.Node, "error", err, "attempt", attempt)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(b.Duration(attempt)):
+		}
+	}
+}
+
+// claim grants a lease, puts the latest status under it if the key is free
+// or ours (the old lease's), and keeps the lease alive.
+func (p *Publisher) claim(ctx context.Context) (<-chan *clientv3.LeaseKeepAliveResponse, error) {
+	lease, err := p.cfg.Client.Grant(ctx, int64(max(p.cfg.TTL/time.Second, 1)))
+	if err != nil {
+		return nil, fmt.Errorf("granting a lease: %w", err)
+	}
+	p.mu.Lock()
+	data, old := p.latest, p.lease
+	p.mu.Unlock()
+	free := clientv3.Compare(clientv3.CreateRevision(p.key), "=", 0)
+	ours := clientv3.Compare(clientv3.LeaseValue(p.key), "=", old)
+	put := clientv3.OpPut(p.key, string(data), clientv3.WithLease(lease.ID))
+	tr, err := p.cfg.Client.Txn(ctx).If(free).Then(put).Else(
+		clientv3.OpTxn([]clientv3.Cmp{ours}, []clientv3.Op{put}, nil)).Commit()
+	if err == nil && !tr.Succeeded && !tr.Responses[0].GetResponseTxn().Succeeded {
+		err = fmt.Errorf("%w: %s is held by another agent's lease", ErrNodeTaken, p.key)
+	}
+	if err != nil {
+		p.cfg.Client.Revoke(context.WithoutCancel(ctx), lease.ID)
+		return nil, err
+	}
+	keep, err := p.cfg.Client.KeepAlive(ctx, lease.ID)
+	if err != nil {
+		p.cfg.Client.Revoke(context.WithoutCancel(ctx), lease.ID)
+		return nil, fmt.Errorf("keeping the lease alive: %w", err)
+	}
+	p.mu.Lock()
+	p.lease = lease.ID
+	p.written = data
+	p.writes++
+	p.mu.Unlock()
+	return keep, nil
 }
 
 // View is the fleet as its nodes report it.

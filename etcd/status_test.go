@@ -108,7 +108,7 @@ func TestPublisherCoalesces(t *testing.T) {
 	c := startEtcd(t)
 	ctx := ctxT(t)
 	l := etcd.Layout{}
-	p, err := etcd.StartPublisher(ctx, etcd.PublisherConfig{Client: c, Layout: l, Node: "n1", MinInterval: 200 * time.Millisecond}, etcd.NodeStatus{})
+	p, err := etcd.StartPublisher(ctx, etcd.PublisherConfig{Client: c, Layout: l, Node: "n1", MinInterval: 200 * time.Millisecond, Burst: 1}, etcd.NodeStatus{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,5 +128,37 @@ func TestPublisherCoalesces(t *testing.T) {
 	waitView(t, c, l, "the next status", func(v etcd.View) bool { return v.Nodes[0].Revision == 1000 })
 	if p.Writes() != before+1 {
 		t.Fatalf("100 unchanged statuses and a changed one took %d writes, want 1", p.Writes()-before)
+	}
+}
+
+// A lost lease (expired in a partition, revoked) does not lose the node:
+// the publisher claims its key again under a new lease, with the latest
+// status.
+func TestPublisherReclaims(t *testing.T) {
+	c := startEtcd(t)
+	ctx := ctxT(t)
+	l := etcd.Layout{}
+	p, err := etcd.StartPublisher(ctx, etcd.PublisherConfig{Client: c, Layout: l, Node: "n1", MinInterval: 10 * time.Millisecond}, etcd.NodeStatus{Revision: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(ctx)
+	p.Publish(etcd.NodeStatus{Revision: 7})
+	waitView(t, c, l, "revision 7", func(v etcd.View) bool { return len(v.Nodes) == 1 && v.Nodes[0].Revision == 7 })
+	resp, err := c.Get(ctx, l.Status("n1"))
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("reading the status: %v", err)
+	}
+	lease := clientv3.LeaseID(resp.Kvs[0].Lease)
+	if _, err := c.Revoke(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	v := waitView(t, c, l, "n1 back under a new lease", func(v etcd.View) bool { return len(v.Nodes) == 1 })
+	if v.Nodes[0].Revision != 7 {
+		t.Fatalf("status after the reclaim: %+v, want the latest (revision 7)", v.Nodes[0])
+	}
+	resp, err = c.Get(ctx, l.Status("n1"))
+	if err != nil || len(resp.Kvs) != 1 || clientv3.LeaseID(resp.Kvs[0].Lease) == lease {
+		t.Fatalf("the status is not under a new lease: %v", err)
 	}
 }

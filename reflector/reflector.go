@@ -232,16 +232,35 @@ func New[In, Obj any](db *statedb.DB, cfg Config[In, Obj]) (*Reflector[In, Obj],
 	return r, nil
 }
 
+// minWatchLife is how long a watch must last for the next relist to come
+// without a backoff.
+const minWatchLife = time.Second
+
 // Run lists and watches the source until ctx ends; it returns nil then.
 func (r *Reflector[In, Obj]) Run(ctx context.Context) error {
 	backoff := retry.Backoff{Min: r.cfg.RetryBackoffMin, Max: r.cfg.RetryBackoffMax}
 	reason := "initial"
 	failures := 0
+	quick := 0 // watches in a row that ended within minWatchLife
 	for ctx.Err() == nil {
 		err := r.relist(ctx, reason)
 		if err == nil {
-			failures = 0
+			started := time.Now()
 			reason, err = r.watch(ctx)
+			switch {
+			case err != nil:
+			case time.Since(started) >= minWatchLife:
+				failures, quick = 0, 0 // a watch that lasted: the source is fine
+			case quick < 2:
+				quick++ // a resync right after a list happens
+			default:
+				// A watch that ends at once, again and again, would make
+				// a relist loop: back off as after a failure.
+				failures++
+				if !sleep(ctx, backoff.Duration(failures)) {
+					break
+				}
+			}
 		}
 		if ctx.Err() != nil {
 			break
@@ -298,7 +317,11 @@ func (r *Reflector[In, Obj]) relist(ctx context.Context, reason string) error {
 // watch applies the source's changes after r.rev in batches until the
 // watch is lost (it returns the reason to list again) or fails.
 func (r *Reflector[In, Obj]) watch(ctx context.Context) (string, error) {
-	events, err := r.cfg.Source.Watch(ctx, r.rev)
+	// The watch ends with this call: a source that would go on after a
+	// Resync, or after the reflector stopped reading, is told to stop.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events, err := r.cfg.Source.Watch(wctx, r.rev)
 	if err != nil {
 		return "watch-lost", fmt.Errorf("watch: %w", err)
 	}

@@ -56,6 +56,9 @@ type server struct {
 	socket string
 	init   func(statedb.WriteTxn) // the "loader" initializer of rules
 	rules  statedb.RWTable[*route]
+	// tablesAsked receives a value each time /tables is asked (if there is
+	// room).
+	tablesAsked chan struct{}
 }
 
 func newServer(t *testing.T) *server {
@@ -76,8 +79,18 @@ func newServer(t *testing.T) *server {
 	s.init = s.rules.RegisterInitializer(wtxn, "loader")
 	wtxn.Commit()
 
+	s.tablesAsked = make(chan struct{}, 1)
+	api := statedb.NewHTTPHandler(s.db)
 	mux := http.NewServeMux()
-	mux.Handle("/statedb/", http.StripPrefix("/statedb", statedb.NewHTTPHandler(s.db)))
+	mux.Handle("/statedb/", http.StripPrefix("/statedb", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		api.ServeHTTP(w, r)
+		if r.URL.Path == "/tables" {
+			select {
+			case s.tablesAsked <- struct{}{}:
+			default:
+			}
+		}
+	})))
 	s.tcp = httptest.NewServer(mux)
 	t.Cleanup(s.tcp.Close)
 
@@ -189,9 +202,14 @@ func TestInitialized(t *testing.T) {
 	if out, _, err := run(t, t.Context(), "--socket", s.socket, "initialized", "routes"); err != nil || out != "initialized\n" {
 		t.Fatalf("initialized routes: %q, %v", out, err)
 	}
-	// --wait waits for the initializer.
+	// --wait waits for the initializer: it is done only once the command
+	// has asked twice (found it pending, then polled again).
+	for len(s.tablesAsked) > 0 {
+		<-s.tablesAsked
+	}
 	go func() {
-		time.Sleep(50 * time.Millisecond)
+		<-s.tablesAsked
+		<-s.tablesAsked
 		wtxn := s.db.WriteTxn(s.rules)
 		s.init(wtxn)
 		wtxn.Commit()

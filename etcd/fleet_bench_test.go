@@ -1,0 +1,289 @@
+package etcd_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"iter"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/steadystate/steadystate/etcd"
+	"github.com/steadystate/steadystate/etcd/internal/etcdtest"
+	"github.com/steadystate/steadystate/reconciler"
+	"github.com/steadystate/steadystate/reflector"
+	"github.com/steadystate/steadystate/statedb"
+)
+
+// memTarget is an in-memory real system.
+type memTarget struct {
+	mu    sync.Mutex
+	state map[string]string
+}
+
+func (m *memTarget) Update(_ context.Context, _ statedb.ReadTxn, o *obj) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.state[o.Name] = o.Value
+	return nil
+}
+
+func (m *memTarget) Delete(_ context.Context, _ statedb.ReadTxn, o *obj) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.state, o.Name)
+	return nil
+}
+
+func (m *memTarget) Prune(context.Context, statedb.ReadTxn, iter.Seq2[*obj, statedb.Revision]) error {
+	return nil
+}
+
+// simAgent is what an agent in fleet mode runs: a reflector from etcd
+// into its table, a reconciler to an in-memory target, and a status
+// publisher that reports the revision reached once the reconciler has
+// caught up with the table.
+type simAgent struct {
+	name  string
+	db    *statedb.DB
+	table statedb.RWTable[*obj]
+	refl  *reflector.Reflector[[]byte, *obj]
+	rec   reconciler.Reconciler[*obj]
+	pub   *etcd.Publisher
+}
+
+func startAgent(ctx context.Context, b testing.TB, c *clientv3.Client, l etcd.Layout, name string, wg *sync.WaitGroup) *simAgent {
+	a := &simAgent{name: name, db: statedb.New()}
+	var err error
+	if a.table, err = statedb.NewTable(a.db, "objs", nameIndex, reconciler.StatusIndex(func(o *obj) reconciler.Status { return o.Status })); err != nil {
+		b.Fatal(err)
+	}
+	src, err := etcd.NewSource(c, l, "objs", name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	a.refl, err = reflector.New(a.db, reflector.Config[[]byte, *obj]{
+		Name: "objs", Source: src,
+		Writer: reconciler.DesiredWriter[*obj]{Table: a.table, Equal: func(x, y *obj) bool { return x.Value == y.Value },
+			SetObjectStatus: func(o *obj, s reconciler.Status) *obj { o.Status = s; return o }},
+		Transform:     func(k string, v []byte) (*obj, error) { return &obj{Name: k, Value: string(v)}, nil },
+		BatchInterval: 10 * time.Millisecond,
+		Logger:        quiet,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	a.rec, err = reconciler.New(a.db, reconciler.Config[*obj]{
+		Name: "mem", Table: a.table, Target: &memTarget{state: map[string]string{}},
+		GetObjectStatus: func(o *obj) reconciler.Status { return o.Status },
+		SetObjectStatus: func(o *obj, s reconciler.Status) *obj { o.Status = s; return o },
+		CloneObject:     func(o *obj) *obj { x := *o; return &x },
+		Logger:          quiet,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	a.pub, err = etcd.StartPublisher(ctx, etcd.PublisherConfig{Client: c, Layout: l, Node: name, Logger: quiet},
+		etcd.NodeStatus{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	wg.Add(3)
+	go func() { defer wg.Done(); a.refl.Run(ctx) }()
+	go func() { defer wg.Done(); a.rec.Run(ctx) }()
+	go func() { defer wg.Done(); a.report(ctx) }()
+	return a
+}
+
+// report publishes the revision reached and the counts by status whenever
+// the table changes and the reconciler has caught up with it.
+func (a *simAgent) report(ctx context.Context) {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		reached := a.refl.Revision() // before the table: its changes are in it
+		txn := a.db.ReadTxn()
+		_, watch := a.table.AllWatch(txn)
+		if _, err := a.rec.WaitUntilReconciled(ctx, a.table.Revision(txn)); ctx.Err() != nil {
+			return
+		} else if err == nil && reached > 0 {
+			counts := map[string]int{}
+			for kind, n := range reconciler.CountByStatus(a.db.ReadTxn(), a.table, func(o *obj) reconciler.Status { return o.Status }) {
+				counts[kind.String()] = n
+			}
+			a.pub.Publish(etcd.NodeStatus{Revision: int64(reached), Objects: counts})
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-watch:
+		case <-tick.C:
+		}
+	}
+}
+
+// fleetWatch follows the nodes' statuses through an etcd watch.
+type fleetWatch struct {
+	mu      sync.Mutex
+	nodes   map[string]etcd.NodeStatus
+	writes  int
+	changed chan struct{}
+}
+
+func watchFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout) *fleetWatch {
+	f := &fleetWatch{nodes: map[string]etcd.NodeStatus{}, changed: make(chan struct{}, 1)}
+	ch := c.Watch(ctx, l.StatusPrefix(), clientv3.WithPrefix())
+	go func() {
+		for resp := range ch {
+			f.mu.Lock()
+			for _, ev := range resp.Events {
+				f.writes++
+				if ev.Type == clientv3.EventTypeDelete {
+					delete(f.nodes, string(ev.Kv.Key))
+					continue
+				}
+				var st etcd.NodeStatus
+				if json.Unmarshal(ev.Kv.Value, &st) == nil {
+					f.nodes[string(ev.Kv.Key)] = st
+				}
+			}
+			f.mu.Unlock()
+			select {
+			case f.changed <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return f
+}
+
+// waitApplied waits until n nodes report rev applied.
+func (f *fleetWatch) waitApplied(b testing.TB, rev int64, n int) {
+	deadline := time.After(5 * time.Minute)
+	for {
+		f.mu.Lock()
+		done := 0
+		for _, st := range f.nodes {
+			if st.Applied(rev) {
+				done++
+			}
+		}
+		f.mu.Unlock()
+		if done >= n {
+			return
+		}
+		select {
+		case <-f.changed:
+		case <-deadline:
+			b.Fatalf("only %d of %d nodes applied revision %d after 5 minutes", done, n, rev)
+		}
+	}
+}
+
+func (f *fleetWatch) numWrites() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.writes
+}
+
+// BenchmarkFleet runs 100 simulated agents (10 with -short), each with its
+// own DB, reflector, reconciler and status publisher, against a 3-member
+// etcd cluster on loopback, with 10,000 desired objects (1,000 with
+// -short). It reports the initial sync of every agent, the time from a
+// fleet apply of one changed object until every agent reports it applied
+// (p50 and p99 over rounds half a second apart, as changes come from
+// people or a controller), and the etcd writes per second that the status
+// reports cause while one object changes after another without pause for
+// five seconds (the publishers' rate limit coalesces them).
+func BenchmarkFleet(b *testing.B) {
+	agents, objects, rounds := 100, 10_000, 40
+	if testing.Short() {
+		agents, objects, rounds = 10, 1_000, 10
+	}
+	b.Run(fmt.Sprintf("agents=%d/objects=%d", agents, objects), func(b *testing.B) {
+		// One run takes seconds: b.N is 1 unless -benchtime asks for more.
+		for range b.N {
+			fleetOnce(b, agents, objects, rounds)
+		}
+	})
+}
+
+func fleetOnce(b *testing.B, agents, objects, rounds int) {
+	b.StopTimer()
+	cl := etcdtest.StartCluster(b, etcdtest.Binary(b), 3)
+	c := cl.Client()
+	l := etcd.Layout{}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var started []*simAgent
+	defer func() {
+		cancel()
+		wg.Wait()
+		for _, a := range started {
+			a.pub.Stop(context.Background())
+		}
+	}()
+
+	desired := map[string][]byte{}
+	for i := range objects {
+		desired["o"+strconv.Itoa(i)] = []byte("v0")
+	}
+	rev, err := etcd.Apply(ctx, c, l, "objs", etcd.ScopeAll, desired)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fleet := watchFleet(ctx, c, l)
+	// Ten clients for the fleet, as if ten agents shared a connection
+	// pool: 100 gRPC connections would measure the loopback more than
+	// etcd.
+	var clients []*clientv3.Client
+	for range min(agents, 10) {
+		clients = append(clients, cl.Client())
+	}
+	b.StartTimer()
+	start := time.Now()
+	for i := range agents {
+		started = append(started, startAgent(ctx, b, clients[i%len(clients)], l, fmt.Sprintf("node%03d", i), &wg))
+	}
+	fleet.waitApplied(b, rev, agents)
+	initial := time.Since(start)
+
+	change := func(r int) int64 {
+		desired["o"+strconv.Itoa(r*7919%objects)] = []byte("v" + strconv.Itoa(r+1))
+		rev, err := etcd.Apply(ctx, c, l, "objs", etcd.ScopeAll, desired)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return rev
+	}
+	var lat []time.Duration
+	for r := range rounds {
+		time.Sleep(500 * time.Millisecond)
+		t0 := time.Now()
+		fleet.waitApplied(b, change(r), agents)
+		lat = append(lat, time.Since(t0))
+	}
+	writesBefore, churnStart := fleet.numWrites(), time.Now()
+	r := rounds
+	for time.Since(churnStart) < 5*time.Second {
+		change(r)
+		r++
+	}
+	fleet.waitApplied(b, change(r), agents)
+	churn := time.Since(churnStart)
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(initial.Seconds(), "initial-sync-s")
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-apply-ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-apply-ms")
+	writes := float64(fleet.numWrites() - writesBefore)
+	b.ReportMetric(writes/churn.Seconds(), "status-writes/s")
+	b.ReportMetric(writes/churn.Seconds()/float64(agents), "status-writes/s/agent")
+}
