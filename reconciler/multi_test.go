@@ -329,3 +329,62 @@ func TestRefreshCost(t *testing.T) {
 		}
 	})
 }
+
+// A DesiredWriter for a table of StatusSets makes every member pending for
+// a changed object, under a new ID, and writes nothing for an unchanged
+// one, so neither reconciler applies it again.
+func TestDesiredWriterWithStatusSet(t *testing.T) {
+	db := statedb.New()
+	table, err := statedb.NewTable(db, "multi", multiID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kernel, bgp := reconcilertest.NewTarget(multiKey), reconcilertest.NewTarget(multiKey)
+	recK := reconcilertest.Start(t, db, multiConfig("kernel", table, kernel))
+	recB := reconcilertest.Start(t, db, multiConfig("bgp", table, bgp))
+	w := reconciler.DesiredWriter[*multiObj]{
+		Table: table,
+		Equal: func(a, b *multiObj) bool { return a.ID == b.ID && a.Value == b.Value },
+		SetObjectStatus: func(o *multiObj, _ reconciler.Status) *multiObj {
+			o.Status = o.Status.Pending()
+			return o
+		},
+	}
+	write := func(v int) (statedb.Revision, bool) {
+		wtxn := db.WriteTxn(table)
+		wrote, err := w.Upsert(wtxn, &multiObj{ID: "a", Value: v})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return table.Revision(wtxn.Commit()), wrote
+	}
+	wait := func(rev statedb.Revision) {
+		for _, r := range []*reconcilertest.Reconciler[*multiObj]{recK, recB} {
+			if _, err := r.WaitUntilReconciled(t.Context(), rev); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	rev, _ := write(1)
+	wait(rev)
+	first, _, _ := table.Get(db.ReadTxn(), multiID.Query("a"))
+	if rev, wrote := write(1); wrote {
+		t.Fatal("an unchanged object was written again")
+	} else {
+		wait(rev)
+	}
+	rev, _ = write(2)
+	wait(rev)
+	second, _, _ := table.Get(db.ReadTxn(), multiID.Query("a"))
+	if second.Status.Get("kernel").ID == first.Status.Get("kernel").ID {
+		t.Fatal("the changed object kept its old status ID")
+	}
+	for _, target := range []*reconcilertest.Target[*multiObj]{kernel, bgp} {
+		if n := target.Count(reconciler.OpUpdate, "a"); n != 2 {
+			t.Fatalf("%d Updates of a, want 2 (one per version)", n)
+		}
+	}
+	if second.Status.Get("kernel").Kind != reconciler.StatusKindDone || second.Status.Get("bgp").Kind != reconciler.StatusKindDone {
+		t.Fatalf("statuses %v", second.Status)
+	}
+}
