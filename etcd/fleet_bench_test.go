@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -103,22 +104,34 @@ func startAgent(ctx context.Context, b testing.TB, c *clientv3.Client, l etcd.La
 }
 
 // report publishes the revision reached and the counts by status whenever
-// the table changes and the reconciler has caught up with it.
+// the table or the revision changed and the reconciler has caught up with
+// the table. (The revision can move without a change to the table: a
+// relist that found nothing new.)
 func (a *simAgent) report(ctx context.Context) {
-	tick := time.NewTicker(20 * time.Millisecond)
+	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	var lastReached uint64
+	var lastRev statedb.Revision
 	for {
 		reached := a.refl.Revision() // before the table: its changes are in it
 		txn := a.db.ReadTxn()
+		rev := a.table.Revision(txn)
 		_, watch := a.table.AllWatch(txn)
-		if _, err := a.rec.WaitUntilReconciled(ctx, a.table.Revision(txn)); ctx.Err() != nil {
-			return
-		} else if err == nil && reached > 0 {
-			counts := map[string]int{}
-			for kind, n := range reconciler.CountByStatus(a.db.ReadTxn(), a.table, func(o *obj) reconciler.Status { return o.Status }) {
-				counts[kind.String()] = n
+		if reached > 0 && (reached != lastReached || rev != lastRev) {
+			if _, err := a.rec.WaitUntilReconciled(ctx, rev); ctx.Err() != nil {
+				return
+			} else if err == nil {
+				// The few not Done, through the status index; Done is the rest.
+				txn := a.db.ReadTxn()
+				counts := map[string]int{"Done": a.table.NumObjects(txn)}
+				for kind, n := range reconciler.CountByStatus(txn, a.table, func(o *obj) reconciler.Status { return o.Status },
+					reconciler.StatusKindPending, reconciler.StatusKindRefreshing, reconciler.StatusKindError) {
+					counts[kind.String()] = n
+					counts["Done"] -= n
+				}
+				a.pub.Publish(etcd.NodeStatus{Revision: int64(reached), Objects: counts})
+				lastReached, lastRev = reached, rev
 			}
-			a.pub.Publish(etcd.NodeStatus{Revision: int64(reached), Objects: counts})
 		}
 		select {
 		case <-ctx.Done():
@@ -182,7 +195,16 @@ func (f *fleetWatch) waitApplied(b testing.TB, rev int64, n int) {
 		select {
 		case <-f.changed:
 		case <-deadline:
-			b.Fatalf("only %d of %d nodes applied revision %d after 5 minutes", done, n, rev)
+			f.mu.Lock()
+			var sample []etcd.NodeStatus
+			for _, st := range f.nodes {
+				if len(sample) < 3 && !st.Applied(rev) {
+					sample = append(sample, st)
+				}
+			}
+			seen := len(f.nodes)
+			f.mu.Unlock()
+			b.Fatalf("only %d of %d nodes applied revision %d after 5 minutes (%d reporting; some that did not: %+v)", done, n, rev, seen, sample)
 		}
 	}
 }
@@ -206,6 +228,12 @@ func BenchmarkFleet(b *testing.B) {
 	agents, objects, rounds := 100, 10_000, 40
 	if testing.Short() {
 		agents, objects, rounds = 10, 1_000, 10
+	}
+	if v, err := strconv.Atoi(os.Getenv("FLEET_AGENTS")); err == nil {
+		agents = v // for trying other sizes by hand
+	}
+	if v, err := strconv.Atoi(os.Getenv("FLEET_OBJECTS")); err == nil {
+		objects = v
 	}
 	b.Run(fmt.Sprintf("agents=%d/objects=%d", agents, objects), func(b *testing.B) {
 		// One run takes seconds: b.N is 1 unless -benchtime asks for more.
