@@ -16,6 +16,7 @@ const (
 	PkgIptables = module + "/examples/iptables"
 	PkgCilium   = module + "/benchmarks/cilium"
 	PkgRecon    = module + "/reconciler"
+	PkgEtcd     = module + "/etcd"
 )
 
 // Ref names one benchmark result.
@@ -131,6 +132,16 @@ var projectTargets = []Target{
 		Subject:  Ref{PkgRecon, "BenchmarkWorkers", "workers-16"},
 		Baseline: &Ref{PkgRecon, "BenchmarkWorkers", "workers-1"},
 		Metrics:  []string{"objects/sec"}, Limit: 10, Unit: "x",
+	},
+	{
+		Name:    "fleet: 100 agents x 10k objects, fleet apply until every agent applied it, p99",
+		Subject: Ref{PkgEtcd, "BenchmarkFleet/agents=100/objects=10000", ""},
+		Metrics: []string{"p99-apply-ms"}, AtMost: true, Limit: 250, Unit: " ms",
+	},
+	{
+		Name:    "fleet: status writes per agent per second under churn",
+		Subject: Ref{PkgEtcd, "BenchmarkFleet/agents=100/objects=10000", ""},
+		Metrics: []string{"status-writes/s/agent"}, AtMost: true, Limit: 4, Unit: " writes/s",
 	},
 	{
 		Name:     "routes: 10k routes, reconciler time vs ip -batch",
