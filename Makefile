@@ -75,6 +75,7 @@ bench:
 	@$(BENCH_HEADER) > $(BENCH_RESULTS).tmp
 	$(GO) test $(BENCHFLAGS) $(PKGS) 2>&1 | tee -a $(BENCH_RESULTS).tmp
 	cd benchmarks && $(GO) test $(BENCHFLAGS) ./... 2>&1 | tee -a $(abspath $(BENCH_RESULTS)).tmp
+	cd etcd && $(GO) test $(BENCHFLAGS) ./... 2>&1 | tee -a $(abspath $(BENCH_RESULTS)).tmp
 	@mv $(BENCH_RESULTS).tmp $(BENCH_RESULTS)
 	@$(MAKE) --no-print-directory bench-report
 
@@ -103,7 +104,8 @@ BENCH_SHORT_FLAGS = -short -run '^$$' -bench . -benchmem -benchtime 1x -timeout 
 bench-short:
 	@mkdir -p benchmarks/results
 	{ $(GO) test $(BENCH_SHORT_FLAGS) $(PKGS); \
-	  cd benchmarks && $(GO) test $(BENCH_SHORT_FLAGS) ./...; } 2>&1 | tee benchmarks/results/short.tmp
+	  (cd benchmarks && $(GO) test $(BENCH_SHORT_FLAGS) ./...); \
+	  (cd etcd && $(GO) test $(BENCH_SHORT_FLAGS) ./...); } 2>&1 | tee benchmarks/results/short.tmp
 	@echo "bench-short: every benchmark ran; one iteration each, so the figures below mean nothing"
 	@cd benchmarks && $(GO) run ./cmd/ratios -in results/short.tmp -targets-only
 
