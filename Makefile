@@ -17,7 +17,10 @@ build:
 # run: the example agent on its sample desired state, in a private network
 # namespace (the host is not changed). Ctrl-C stops it.
 run:
-	$(GO) run ./examples/agent run --desired examples/agent/desired.yaml
+	@echo "building the example agent (the first build takes a minute or two)..."
+	@mkdir -p bin
+	$(GO) build -o bin/agent ./examples/agent
+	./bin/agent run --desired examples/agent/desired.yaml
 
 # test: formatting and lint (vet, staticcheck), then every package's tests
 # under the race detector, in the library and in every other module.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -122,7 +123,8 @@ func TestHTTPErrors(t *testing.T) {
 }
 
 // A Degraded scope under a job that reports "OK running" makes the job,
-// its module and the root Degraded, in /healthz and in the health gauge.
+// its module and the root Degraded, in /healthz (answered with 503) and in
+// the health gauge.
 func TestHealthzEffectiveLevel(t *testing.T) {
 	var ep *hive.MetricsEndpoint
 	reported := make(chan struct{})
@@ -140,7 +142,11 @@ func TestHealthzEffectiveLevel(t *testing.T) {
 	)
 	<-reported
 	var st health.Status
-	if err := json.Unmarshal([]byte(get(t, "http://"+ep.Addr()+"/healthz")), &st); err != nil {
+	code, body := getCode(t, "http://"+ep.Addr()+"/healthz")
+	if code != http.StatusServiceUnavailable {
+		t.Fatalf("/healthz while Degraded: HTTP %d, want 503", code)
+	}
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
 		t.Fatal(err)
 	}
 	mod := st.Children[0]
@@ -151,5 +157,76 @@ func TestHealthzEffectiveLevel(t *testing.T) {
 	metrics := get(t, "http://"+ep.Addr()+"/metrics")
 	if want := `steadystate_health_scopes{level="Degraded",module="routes"} 2`; !strings.Contains(metrics, want) {
 		t.Fatalf("/metrics lacks %q:\n%s", want, metrics)
+	}
+}
+
+// getCode gets url and returns the status code and the body.
+func getCode(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// The probes: /livez answers 200 while the server runs; /readyz 503 with
+// the failing checks' reasons until every ReadinessCheck passes; /healthz
+// 200 while nothing is Degraded and 503 when something is.
+func TestProbes(t *testing.T) {
+	var ep *hive.MetricsEndpoint
+	var ready atomic.Bool
+	var scope cell.Health
+	hivetest.StartWithOptions(t, hivetest.Options{Flags: []string{"--metrics-addr=127.0.0.1:0"}},
+		hive.MetricsServer,
+		cell.Invoke(func(e *hive.MetricsEndpoint) { ep = e }),
+		cell.Module("loader", "Loader",
+			cell.Provide(func() hive.HTTPOut {
+				return hive.HTTPOut{Ready: []hive.ReadinessCheck{
+					{Name: "always", Ready: func() error { return nil }},
+					{Name: "first load", Ready: func() error {
+						if !ready.Load() {
+							return errors.New("desired state not loaded yet")
+						}
+						return nil
+					}},
+				}}
+			}),
+			cell.Invoke(func(h cell.Health) { scope = h.NewScope("file") }),
+		),
+	)
+	base := "http://" + ep.Addr()
+	for _, tc := range []struct {
+		path string
+		code int
+		body string
+	}{
+		{"/livez", 200, "ok\n"},
+		{"/readyz", 503, "first load: desired state not loaded yet\n"},
+	} {
+		if code, body := getCode(t, base+tc.path); code != tc.code || body != tc.body {
+			t.Errorf("GET %s: %d %q, want %d %q", tc.path, code, body, tc.code, tc.body)
+		}
+	}
+	ready.Store(true)
+	if code, body := getCode(t, base+"/readyz"); code != 200 || body != "ok\n" {
+		t.Errorf("GET /readyz when ready: %d %q", code, body)
+	}
+	scope.OK("loaded")
+	if code, _ := getCode(t, base+"/healthz"); code != 200 {
+		t.Errorf("GET /healthz while OK: %d, want 200", code)
+	}
+	scope.Degraded("rejected", errors.New("bad file"))
+	if code, _ := getCode(t, base+"/healthz"); code != 503 {
+		t.Errorf("GET /healthz while Degraded: %d, want 503", code)
+	}
+	scope.OK("loaded again")
+	if code, _ := getCode(t, base+"/healthz"); code != 200 {
+		t.Errorf("GET /healthz when OK again: %d, want 200", code)
 	}
 }

@@ -28,12 +28,20 @@ type MetricsConfig struct {
 
 // Flags implements cell.Flagger.
 func (def MetricsConfig) Flags(fs *pflag.FlagSet) {
-	fs.String("metrics-addr", def.MetricsAddr, "address to serve /metrics and /healthz on, e.g. :9090 (empty: off)")
+	fs.String("metrics-addr", def.MetricsAddr, "address to serve /metrics, /healthz, /livez and /readyz on, e.g. :9090 (empty: off)")
 }
 
-// MetricsServer is a module that serves the hive's Prometheus registry at
-// /metrics and its health tree as JSON at /healthz over HTTP, when
-// --metrics-addr is set. It provides *MetricsEndpoint.
+// MetricsServer is a module that serves over HTTP, when --metrics-addr is
+// set:
+//
+//	/metrics  the hive's Prometheus registry
+//	/healthz  the health tree as JSON; 503 when its (worst) level is
+//	          Degraded, else 200
+//	/livez    200 "ok" while the process serves at all
+//	/readyz   200 "ok" when every ReadinessCheck passes, else 503 with
+//	          the checks that fail, one per line
+//
+// It provides *MetricsEndpoint.
 //
 // It is the hive's one HTTP server: other cells add handlers to it
 // (HTTPHandler) and listeners to serve them on, such as a unix socket
@@ -58,6 +66,14 @@ type HTTPHandler struct {
 	Handler http.Handler
 }
 
+// ReadinessCheck is a condition of /readyz that a cell adds (see HTTPOut):
+// Ready returns nil when the cell is ready, else why not.
+type ReadinessCheck struct {
+	// Name names the check in /readyz's answer.
+	Name  string
+	Ready func() error
+}
+
 // HTTPListener is a listener that a cell adds to the hive's HTTP server
 // (see MetricsServer): the server serves all its handlers on it too.
 type HTTPListener struct {
@@ -73,8 +89,9 @@ type HTTPListener struct {
 type HTTPOut struct {
 	cell.Out
 
-	Handlers  []HTTPHandler  `group:"hive-http-handlers,flatten"`
-	Listeners []HTTPListener `group:"hive-http-listeners,flatten"`
+	Handlers  []HTTPHandler    `group:"hive-http-handlers,flatten"`
+	Listeners []HTTPListener   `group:"hive-http-listeners,flatten"`
+	Ready     []ReadinessCheck `group:"hive-readiness-checks,flatten"`
 }
 
 // MetricsEndpoint is the running metrics server.
@@ -85,6 +102,7 @@ type MetricsEndpoint struct {
 	log       *slog.Logger
 	mux       *http.ServeMux
 	listeners []HTTPListener
+	ready     []ReadinessCheck
 
 	mu     sync.Mutex
 	ln     net.Listener // the --metrics-addr listener
@@ -100,12 +118,13 @@ type endpointParams struct {
 	Registry  *prometheus.Registry
 	Tree      *health.Tree
 	Log       *slog.Logger
-	Handlers  []HTTPHandler  `group:"hive-http-handlers"`
-	Listeners []HTTPListener `group:"hive-http-listeners"`
+	Handlers  []HTTPHandler    `group:"hive-http-handlers"`
+	Listeners []HTTPListener   `group:"hive-http-listeners"`
+	Ready     []ReadinessCheck `group:"hive-readiness-checks"`
 }
 
 func newMetricsEndpoint(p endpointParams) (*MetricsEndpoint, error) {
-	e := &MetricsEndpoint{cfg: p.Config, reg: p.Registry, tree: p.Tree, log: p.Log, listeners: p.Listeners}
+	e := &MetricsEndpoint{cfg: p.Config, reg: p.Registry, tree: p.Tree, log: p.Log, listeners: p.Listeners, ready: p.Ready}
 	mux, err := e.newMux(p.Handlers)
 	if err != nil {
 		return nil, err
@@ -123,6 +142,8 @@ func (e *MetricsEndpoint) newMux(handlers []HTTPHandler) (mux *http.ServeMux, er
 	mux = http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(e.reg, promhttp.HandlerOpts{Registry: e.reg}))
 	mux.HandleFunc("/healthz", e.serveHealth)
+	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", e.serveReady)
 	for _, h := range handlers {
 		func() {
 			defer func() {
@@ -224,11 +245,37 @@ func (e *MetricsEndpoint) Stop(ctx context.Context) error {
 	return err
 }
 
+// serveHealth answers the health tree, with 503 when it is Degraded, so
+// that a probe or a load balancer that reads only the code sees trouble.
 func (e *MetricsEndpoint) serveHealth(w http.ResponseWriter, _ *http.Request) {
+	st := e.tree.Snapshot()
 	w.Header().Set("Content-Type", "application/json")
+	if st.Level == health.LevelDegraded {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(e.tree.Snapshot()); err != nil {
+	if err := enc.Encode(st); err != nil {
 		e.log.Warn("Writing health failed", "error", err)
+	}
+}
+
+// serveReady runs every readiness check: 200 "ok" when all pass, else 503
+// and one line per failing check.
+func (e *MetricsEndpoint) serveReady(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	var notReady []string
+	for _, c := range e.ready {
+		if err := c.Ready(); err != nil {
+			notReady = append(notReady, c.Name+": "+err.Error())
+		}
+	}
+	if len(notReady) == 0 {
+		fmt.Fprintln(w, "ok")
+		return
+	}
+	w.WriteHeader(http.StatusServiceUnavailable)
+	for _, line := range notReady {
+		fmt.Fprintln(w, line)
 	}
 }

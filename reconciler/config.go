@@ -33,8 +33,10 @@ type Config[Obj any] struct {
 	// FullReconciliationInterval is how often to prune: Target.Prune with
 	// every desired object removes from the real system what is not
 	// desired (leftovers). When set, the first prune runs as soon as the
-	// table is initialized. 0 means only when Prune is called. (Done
-	// objects are re-applied by age, see RefreshInterval, not here.)
+	// table is initialized. 0 means only when Prune is called. A prune
+	// that succeeds also retries every failing object at once, whatever
+	// its backoff. (Done objects are re-applied by age, see
+	// RefreshInterval, not here.)
 	FullReconciliationInterval time.Duration
 	// RefreshInterval is the age after which a Done object is applied again
 	// (refreshed), to repair drift in the real system; the age is that of

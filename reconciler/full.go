@@ -3,6 +3,7 @@ package reconciler
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -42,7 +43,10 @@ func (r *reconciler[Obj]) pruneStep(ctx context.Context) <-chan struct{} {
 	if out.err != nil {
 		// Try again after a backoff.
 		f.attempts++
-		f.err = fmt.Errorf("prune: %w", out.err)
+		f.err = out.err
+		if !strings.HasPrefix(out.err.Error(), "prune") && !strings.HasPrefix(out.err.Error(), "plan of prune") {
+			f.err = fmt.Errorf("prune: %w", out.err)
+		}
 		f.requested = true
 		f.retryAt = time.Now().Add(backoff(f.attempts, r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax))
 		r.cfg.Logger.Warn("Prune failed", "error", out.err, "attempt", f.attempts)
@@ -50,6 +54,10 @@ func (r *reconciler[Obj]) pruneStep(ctx context.Context) <-chan struct{} {
 		return nil
 	}
 	f.attempts, f.err, f.retryAt = 0, nil, time.Time{}
+	// A good prune is the moment to try every failing object again, not
+	// after its backoff: what made them fail (a conflict, a missing
+	// device) may have been fixed by hand meanwhile.
+	r.retries.expedite(time.Now())
 	if len(out.plan) > 0 {
 		r.cfg.Logger.Info("Pruned leftovers", "count", len(out.plan), "changes", out.plan.String())
 		r.cfg.Metrics.Pruned(r.cfg.Name, r.tableName, len(out.plan))

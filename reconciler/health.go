@@ -51,6 +51,15 @@ func (r *reconciler[Obj]) failure(key string) (error, bool) {
 	return nil, false
 }
 
+// named returns "name: err", or err's message alone when it names the
+// object already (targets' errors often do).
+func named(name string, err error) string {
+	if msg := err.Error(); strings.HasPrefix(msg, name) {
+		return msg
+	}
+	return fmt.Sprintf("%s: %v", name, err)
+}
+
 // reportHealth reports OK with the object count, or Degraded with the number
 // of failing objects and the latest errors (at most 10), and updates the
 // error metrics.
@@ -77,7 +86,7 @@ func (r *reconciler[Obj]) reportHealth(force bool) {
 	var latest error
 	for i := len(r.recent) - 1; i >= 0; i-- {
 		if err, ok := r.failure(r.recent[i].key); ok {
-			lines = append(lines, fmt.Sprintf("%s: %v", r.recent[i].name, err))
+			lines = append(lines, named(r.recent[i].name, err))
 			if latest == nil {
 				latest = err
 			}

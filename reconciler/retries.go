@@ -65,6 +65,16 @@ func (q *retryQueue[Obj]) next() (time.Time, bool) {
 	return q.heap[0].at, true
 }
 
+// expedite makes every pending retry due at now at the latest.
+func (q *retryQueue[Obj]) expedite(now time.Time) {
+	for _, it := range q.heap {
+		if it.at.After(now) {
+			it.at = now
+		}
+	}
+	heap.Init(&q.heap)
+}
+
 // lowestRevision returns the lowest revision of a pending retry (0 if none).
 func (q *retryQueue[Obj]) lowestRevision() statedb.Revision {
 	var lowest statedb.Revision

@@ -2,9 +2,9 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netns"
 	"go.uber.org/goleak"
 
 	"github.com/steadystate/steadystate/examples/internal/netnstest"
@@ -75,7 +76,12 @@ func buildAgent(t *testing.T) string {
 func startAgent(t *testing.T, bin, desired string, ns netnsutil.NS, extra ...string) *agentProc {
 	t.Helper()
 	a := &agentProc{t: t, bin: bin, socket: filepath.Join(t.TempDir(), "agent.sock"), out: &syncBuffer{}}
-	args := []string{"run", "--desired", desired, "--socket", a.socket, "--reload-interval", "100ms", "--full-reconciliation-interval", "300ms", "--refresh-interval", "300ms"}
+	args := []string{"run", "--desired", desired, "--socket", a.socket, "--settle-time", "50ms", "--reload-interval", "1s", "--full-reconciliation-interval", "300ms", "--refresh-interval", "300ms"}
+	if ns != "" {
+		// On a named namespace the record would default to the host's
+		// state root: keep it in the test's.
+		args = append(args, "--state-dir", filepath.Join(t.TempDir(), "state"))
+	}
 	a.cmd = exec.Command(bin, append(args, extra...)...)
 	a.cmd.Stdout, a.cmd.Stderr = a.out, a.out
 	if err := a.cmd.Start(); err != nil {
@@ -85,16 +91,42 @@ func startAgent(t *testing.T, bin, desired string, ns netnsutil.NS, extra ...str
 	if ns == "" {
 		a.ns = netnsutil.NS(fmt.Sprintf("/var/run/netns/steadystate-agent-%d", a.cmd.Process.Pid))
 	}
-	t.Cleanup(func() {
-		if a.cmd.ProcessState == nil {
-			a.cmd.Process.Kill()
-			a.cmd.Wait()
-		}
-		if t.Failed() {
-			t.Logf("agent output:\n%s", a.out.String())
-		}
-	})
+	t.Cleanup(func() { a.stop(syscall.SIGTERM) })
 	return a
+}
+
+// stop ends the agent as a user would, with sig, and waits for it (SIGKILL
+// after 20s); then it sweeps what the agent may have left: its sandbox
+// namespace is removed if it is still there, and it is an error if it is
+// after a clean exit.
+func (a *agentProc) stop(sig os.Signal) error {
+	var err error
+	if a.cmd.ProcessState == nil {
+		a.cmd.Process.Signal(sig)
+		done := make(chan error, 1)
+		go func() { done <- a.cmd.Wait() }()
+		select {
+		case err = <-done:
+		case <-time.After(20 * time.Second):
+			a.t.Errorf("agent did not exit after %v; killing it", sig)
+			a.cmd.Process.Kill()
+			err = <-done
+		}
+	}
+	if name := sandboxName(a.cmd.Process.Pid); string(a.ns) == netnsutil.NamedDir+"/"+name {
+		if _, serr := os.Stat(string(a.ns)); serr == nil {
+			if a.cmd.ProcessState.Success() {
+				a.t.Errorf("sandbox namespace %s left behind after a clean exit", a.ns)
+			}
+			if derr := netns.DeleteNamed(name); derr != nil {
+				a.t.Errorf("removing the leftover namespace %s: %v", name, derr)
+			}
+		}
+	}
+	if a.t.Failed() {
+		a.t.Logf("agent output:\n%s", a.out.String())
+	}
+	return err
 }
 
 // cli runs an agent client command against the running agent.
@@ -104,8 +136,33 @@ func (a *agentProc) cli(args ...string) (string, error) {
 	return string(out), err
 }
 
+// get gets path from the agent's socket: the status code and the body.
+func (a *agentProc) get(path string) (int, string, error) {
+	c := unixHTTPClient(a.socket)
+	defer c.CloseIdleConnections()
+	resp, err := c.Get("http://agent" + path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// probe checks that GET path answers code (and a body containing want).
+func (a *agentProc) probe(path string, code int, want string) error {
+	got, body, err := a.get(path)
+	if err != nil {
+		return err
+	}
+	if got != code || !strings.Contains(body, want) {
+		return fmt.Errorf("GET %s: %d %q, want %d and %q", path, got, body, code, want)
+	}
+	return nil
+}
+
 func (a *agentProc) status() (*statusReport, error) {
-	out, err := a.cli("status", "--json")
+	out, err := a.cli("status", "--format", "json")
 	if err != nil {
 		return nil, fmt.Errorf("%v: %s", err, out)
 	}
@@ -219,6 +276,39 @@ func TestAgentEndToEnd(t *testing.T) {
 		return allDone(r, map[string]int{"sysctls": 1, "routes": 2, "iptables-rules": 1})
 	})
 
+	// Probes and metrics: ready, live, healthy; one metric prefix.
+	for _, p := range []struct {
+		path string
+		want string
+	}{{"/readyz", "ok"}, {"/livez", "ok"}, {"/healthz", `"level": "OK"`}} {
+		if err := a.probe(p.path, 200, p.want); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, metrics, err := a.get("/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`steadystate_agent_desired_loads_total{result="applied"} 1`,
+		`steadystate_agent_desired_loads_total{result="rejected"} 0`,
+		`steadystate_reconciler_objects{reconciler="routes",status="Done",table="routes"} 2`,
+		`steadystate_statedb_table_objects{table="routes"} 2`,
+		`steadystate_health_scopes{level="OK",module="agent.desired"}`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	for _, line := range strings.Split(metrics, "\n") {
+		name, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(line, "# HELP "), "# TYPE "), " ")
+		name, _, _ = strings.Cut(name, "{")
+		if name != "" && !strings.HasPrefix(name, "steadystate_") && !strings.HasPrefix(name, "go_") &&
+			!strings.HasPrefix(name, "process_") && !strings.HasPrefix(name, "promhttp_") {
+			t.Errorf("metric %s: not steadystate_*", name)
+		}
+	}
+
 	// The real kernel state of the sandbox, seen with the real tools.
 	routes, err := a.ns.Command("ip", "route", "show")
 	if err != nil {
@@ -262,13 +352,35 @@ func TestAgentEndToEnd(t *testing.T) {
 		if !strings.Contains(string(routes), "blackhole 192.0.2.0/24") || strings.Contains(string(routes), "203.0.113.99") || !strings.Contains(string(routes), "203.0.113.77") {
 			return fmt.Errorf("routes:\n%s", routes)
 		}
+		// The status shows what the reconciler repaired and pruned.
+		r, err := a.status()
+		if err != nil {
+			return err
+		}
+		for _, ts := range r.Tables {
+			if ts.Name == "routes" && (ts.DriftRepaired < 1 || ts.Pruned < 1) {
+				return fmt.Errorf("routes status: drift repaired %d, pruned %d; want at least 1 each", ts.DriftRepaired, ts.Pruned)
+			}
+		}
 		return nil
 	})
+	if out, err := a.cli("status"); err != nil || !strings.Contains(out, "DRIFT REPAIRED") {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
 
-	// db show renders the table.
+	// The db commands (statedbcmd's) render the tables.
 	out, err := a.cli("db", "show", "routes")
 	if err != nil || !strings.Contains(out, "192.0.2.0/24") || !strings.Contains(out, "Done") {
 		t.Fatalf("db show routes: %v\n%s", err, out)
+	}
+	out, err = a.cli("db", "show", "routes", "--format", "json")
+	var objs []map[string]any
+	if err != nil || json.Unmarshal([]byte(out), &objs) != nil || len(objs) != 2 {
+		t.Fatalf("db show routes --format json: %v\n%s", err, out)
+	}
+	out, err = a.cli("db", "tables")
+	if err != nil || !strings.Contains(out, "sysctls") || !strings.Contains(out, "iptables-rules") {
+		t.Fatalf("db tables: %v\n%s", err, out)
 	}
 
 	// Edit the file: a route goes, one comes, a rule changes.
@@ -315,21 +427,24 @@ func TestAgentEndToEnd(t *testing.T) {
 		}
 		return allDone(r, map[string]int{"sysctls": 1, "routes": 2, "iptables-rules": 1})
 	})
+	// Degraded: /healthz says 503; still ready and live; the rejection
+	// counted.
+	if err := a.probe("/healthz", 503, `"level": "Degraded"`); err != nil {
+		t.Error(err)
+	}
+	if err := a.probe("/readyz", 200, "ok"); err != nil {
+		t.Error(err)
+	}
+	if _, metrics, err := a.get("/metrics"); err != nil || !strings.Contains(metrics, `steadystate_agent_desired_loads_total{result="rejected"} 1`) {
+		t.Errorf("/metrics after a rejected file: %v\n%s", err, metrics)
+	}
 	if routes, _ := a.ns.Command("ip", "route", "show"); !strings.Contains(string(routes), "blackhole 203.0.113.0/24") {
 		t.Fatalf("routes changed after a broken file:\n%s", routes)
 	}
 
 	// SIGTERM: a clean exit, the sandbox and the socket removed.
-	a.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- a.cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("agent exit: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("agent did not exit after SIGTERM")
+	if err := a.stop(syscall.SIGTERM); err != nil {
+		t.Fatalf("agent exit: %v", err)
 	}
 	if _, err := os.Stat(string(a.ns)); !os.IsNotExist(err) {
 		t.Fatalf("sandbox namespace %s still exists: %v", a.ns, err)
@@ -337,7 +452,9 @@ func TestAgentEndToEnd(t *testing.T) {
 	if _, err := os.Stat(a.socket); !os.IsNotExist(err) {
 		t.Fatalf("socket %s still exists: %v", a.socket, err)
 	}
-	_ = context.Background
+	if state := filepath.Join(runDir(), fmt.Sprintf("sandbox-%d", a.cmd.Process.Pid)); !os.IsNotExist(func() error { _, err := os.Stat(state); return err }()) {
+		t.Fatalf("the sandbox's state directory %s still exists", state)
+	}
 }
 
 // TestSandboxKeepsHostSysctls: in the sandbox, a sysctl that is not per
@@ -376,8 +493,7 @@ func TestSandboxKeepsHostSysctls(t *testing.T) {
 	if after, _ := os.ReadFile("/proc/sys/kernel/domainname"); !bytes.Equal(after, before) {
 		t.Fatalf("the host's kernel.domainname changed: %q -> %q", before, after)
 	}
-	a.cmd.Process.Signal(syscall.SIGTERM)
-	if err := a.cmd.Wait(); err != nil {
+	if err := a.stop(syscall.SIGTERM); err != nil {
 		t.Fatalf("agent exit: %v", err)
 	}
 }

@@ -9,6 +9,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/steadystate/steadystate/examples/iptables"
 	"github.com/steadystate/steadystate/examples/routes"
@@ -25,8 +29,12 @@ import (
 //
 //	GET /status        statusReport: the health tree and per-table counts
 //	GET /statedb/...   the statedb inspection API (see statedb.NewHTTPHandler)
-//	GET /healthz       the health tree (the hive's)
+//	GET /healthz       the health tree (the hive's; 503 while Degraded)
+//	GET /livez         200 while the agent serves (the hive's)
+//	GET /readyz        200 once ready (see agentReady), else 503 and why
 //	GET /metrics       Prometheus metrics (the hive's)
+//
+// The same handlers are on --metrics-addr when it is set.
 
 // statusReport is the answer of GET /status.
 type statusReport struct {
@@ -34,11 +42,15 @@ type statusReport struct {
 	Tables []tableStatus `json:"tables"`
 }
 
-// tableStatus counts a table's objects by reconciliation status.
+// tableStatus counts a table's objects by reconciliation status, with
+// what its reconciler repaired and pruned since the agent started (from
+// the reconciler's metrics; the agent does not count again).
 type tableStatus struct {
-	Name     string         `json:"name"`
-	Objects  int            `json:"objects"`
-	ByStatus map[string]int `json:"byStatus"`
+	Name          string         `json:"name"`
+	Objects       int            `json:"objects"`
+	ByStatus      map[string]int `json:"byStatus"`
+	DriftRepaired int            `json:"driftRepaired"`
+	Pruned        int            `json:"pruned"`
 }
 
 func countByStatus[Obj any](txn statedb.ReadTxn, t statedb.Table[Obj], getStatus func(Obj) reconciler.Status) tableStatus {
@@ -59,6 +71,8 @@ type apiParams struct {
 	Sysctls statedb.Table[*sysctl.Sysctl]
 	Routes  statedb.Table[*routes.Route]
 	Rules   statedb.Table[*iptables.Rule]
+	Loaded  *firstLoad
+	Metrics prometheus.Gatherer
 }
 
 // newAPI adds the status API's handlers and its socket to the hive's HTTP
@@ -66,25 +80,100 @@ type apiParams struct {
 func newAPI(p apiParams) hive.HTTPOut {
 	report := func(w http.ResponseWriter, _ *http.Request) {
 		txn := p.DB.ReadTxn()
-		writeJSON(w, statusReport{
-			Health: p.Health.Snapshot(),
-			Tables: []tableStatus{
-				countByStatus(txn, p.Sysctls, (*sysctl.Sysctl).GetStatus),
-				countByStatus(txn, p.Routes, (*routes.Route).GetStatus),
-				countByStatus(txn, p.Rules, (*iptables.Rule).GetStatus),
-			},
-		})
+		tables := []tableStatus{
+			countByStatus(txn, p.Sysctls, (*sysctl.Sysctl).GetStatus),
+			countByStatus(txn, p.Routes, (*routes.Route).GetStatus),
+			countByStatus(txn, p.Rules, (*iptables.Rule).GetStatus),
+		}
+		drift := counterByTable(p.Metrics, "steadystate_reconciler_drift_repaired_total")
+		pruned := counterByTable(p.Metrics, "steadystate_reconciler_pruned_total")
+		for i := range tables {
+			tables[i].DriftRepaired, tables[i].Pruned = drift[tables[i].Name], pruned[tables[i].Name]
+		}
+		writeJSON(w, statusReport{Health: p.Health.Snapshot(), Tables: tables})
 	}
 	return hive.HTTPOut{
 		Handlers: []hive.HTTPHandler{
 			{Pattern: "GET /status", Handler: http.HandlerFunc(report)},
 			{Pattern: "/statedb/", Handler: http.StripPrefix("/statedb", statedb.NewHTTPHandler(p.DB))},
 		},
+		Ready: []hive.ReadinessCheck{{Name: "agent", Ready: agentReady(p)}},
 		Listeners: []hive.HTTPListener{{
-			Name:   "status API socket " + p.Config.Socket,
-			Listen: func(ctx context.Context) (net.Listener, error) { return listenSocket(ctx, p.Config.Socket, p.Log) },
+			Name: "status API socket " + p.Config.SocketPath(),
+			Listen: func(ctx context.Context) (net.Listener, error) {
+				return listenSocket(ctx, p.Config.SocketPath(), p.Log)
+			},
 		}},
 	}
+}
+
+// agentReady is the agent's readiness: the desired file was applied to the
+// tables once, every table is initialized, and the reconcilers have since
+// taken every object at least once (none Pending or never reconciled;
+// objects in Error count as tried). Once ready, it stays ready: a later
+// change of the file is work, not unreadiness.
+func agentReady(p apiParams) func() error {
+	var ready atomic.Bool
+	return func() error {
+		if ready.Load() {
+			return nil
+		}
+		select {
+		case <-p.Loaded.Done():
+		default:
+			return fmt.Errorf("desired state from %s not applied yet", p.Config.Desired)
+		}
+		txn := p.DB.ReadTxn()
+		for _, t := range []struct {
+			name    string
+			pending func() int
+			init    func() bool
+		}{
+			{p.Sysctls.Name(), func() int { return notTried(txn, p.Sysctls, (*sysctl.Sysctl).GetStatus) }, func() bool { ok, _ := p.Sysctls.Initialized(txn); return ok }},
+			{p.Routes.Name(), func() int { return notTried(txn, p.Routes, (*routes.Route).GetStatus) }, func() bool { ok, _ := p.Routes.Initialized(txn); return ok }},
+			{p.Rules.Name(), func() int { return notTried(txn, p.Rules, (*iptables.Rule).GetStatus) }, func() bool { ok, _ := p.Rules.Initialized(txn); return ok }},
+		} {
+			if !t.init() {
+				return fmt.Errorf("table %s not initialized", t.name)
+			}
+			if n := t.pending(); n > 0 {
+				return fmt.Errorf("table %s: %d objects not reconciled yet", t.name, n)
+			}
+		}
+		ready.Store(true)
+		return nil
+	}
+}
+
+// notTried counts the objects no reconciler has taken yet.
+func notTried[Obj any](txn statedb.ReadTxn, t statedb.Table[Obj], getStatus func(Obj) reconciler.Status) int {
+	n := 0
+	for _, c := range reconciler.CountByStatus(txn, t, getStatus, reconciler.StatusKindUnset, reconciler.StatusKindPending) {
+		n += c
+	}
+	return n
+}
+
+// counterByTable sums the counter family name by its label table.
+func counterByTable(g prometheus.Gatherer, name string) map[string]int {
+	out := map[string]int{}
+	if g == nil {
+		return out
+	}
+	families, _ := g.Gather()
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "table" {
+					out[l.GetValue()] += int(m.GetCounter().GetValue())
+				}
+			}
+		}
+	}
+	return out
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
@@ -99,6 +188,9 @@ func listenSocket(ctx context.Context, path string, log *slog.Logger) (net.Liste
 	if conn, err := net.Dial("unix", path); err == nil {
 		conn.Close()
 		return nil, fmt.Errorf("--socket %s: another agent is serving there", path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("--socket %s: %w", path, err)
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("--socket %s: removing stale socket: %w", path, err)

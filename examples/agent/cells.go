@@ -27,21 +27,15 @@ func agentCells() []cell.Cell {
 		reconcilercell.MetricsCell,
 		cell.Module("agent", "The example node agent",
 			cell.Config(defaultConfig()),
-			cell.Provide(newNamespace, sysctlTarget, routesTarget, iptablesTarget),
+			cell.Provide(newNamespace, newStateRecord, newFirstLoad, sysctlTarget, routesTarget, iptablesTarget),
 
-			cell.Decorate(withIntervals[*sysctl.Sysctl], sysctl.Cell),
-			cell.Decorate(withIntervals[*routes.Route], routes.Cell),
-			cell.Decorate(withIntervals[*iptables.Rule], iptables.Cell),
+			cell.Decorate(withAgent[*sysctl.Sysctl], sysctl.Cell),
+			cell.Decorate(withAgent[*routes.Route], routes.Cell),
+			cell.Decorate(withAgent[*iptables.Rule], iptables.Cell),
 
 			cell.Module("desired", "Desired state: the file loader and a progress log",
-				cell.Invoke(registerLoader),
-				cell.Invoke(func(jobs job.Group, db *statedb.DB, log *slog.Logger,
-					s statedb.Table[*sysctl.Sysctl], r statedb.Table[*routes.Route], ru statedb.Table[*iptables.Rule]) error {
-					return errors.Join(
-						watchProgress(jobs, db, s, log, (*sysctl.Sysctl).GetStatus, describeSysctl),
-						watchProgress(jobs, db, r, log, (*routes.Route).GetStatus, describeRoute),
-						watchProgress(jobs, db, ru, log, (*iptables.Rule).GetStatus, describeRule))
-				}),
+				cell.Provide(newLoader),
+				cell.Invoke(startLoader, startProgress),
 			),
 			cell.Module("api", "Status API on a unix socket, served by the hive's HTTP server",
 				cell.Provide(newAPI),
@@ -52,8 +46,15 @@ func agentCells() []cell.Cell {
 
 // sysctlTarget manages the agent's namespace. Outside --netns host only
 // net.* sysctls: the others are the whole machine's, in any namespace.
-func sysctlTarget(ns *Namespace, cfg AgentConfig) sysctl.TargetConfig {
-	return sysctl.TargetConfig{NetNS: ns.Path, NetworkOnly: cfg.NetNS != netnsHost}
+// The original values live in the state record, so that a restarted agent
+// restores what an earlier run changed.
+// (agent diff has none: nil.)
+func sysctlTarget(ns *Namespace, cfg AgentConfig, rec *stateRecord) sysctl.TargetConfig {
+	tc := sysctl.TargetConfig{NetNS: ns.Path, NetworkOnly: cfg.NetNS != netnsHost}
+	if rec != nil {
+		tc.Originals = rec
+	}
+	return tc
 }
 
 func routesTarget(ns *Namespace) routes.TargetConfig {
@@ -65,10 +66,28 @@ func iptablesTarget(ns *Namespace) iptables.TargetConfig {
 	return iptables.TargetConfig{NetNS: ns.Path}
 }
 
-// withIntervals sets the agent's prune and refresh intervals on a
-// reconciler config (a decorator of the example cells').
-func withIntervals[Obj any](rc reconciler.Config[Obj], cfg AgentConfig) reconciler.Config[Obj] {
+// withAgent sets the agent's prune and refresh intervals on a reconciler
+// config (a decorator of the example cells') and wraps its target so that
+// the state record holds what it applied and "Removed" is logged once a
+// delete succeeded (recordTarget).
+func withAgent[Obj any](rc reconciler.Config[Obj], cfg AgentConfig, rec *stateRecord, log *slog.Logger) reconciler.Config[Obj] {
 	rc.FullReconciliationInterval = cfg.FullReconciliationInterval
 	rc.RefreshInterval = cfg.RefreshInterval
+	if rc.Target != nil && rc.Table != nil {
+		rc.Target = recordTarget(rc.Target, rec, rc.Table.Name(), rc.Table.PrimaryKey, log)
+	}
 	return rc
+}
+
+// startLoader makes the hive build the loader (and so add its job).
+func startLoader(*loader) {}
+
+// startProgress adds the progress log's jobs, one per table.
+func startProgress(jobs job.Group, db *statedb.DB, log *slog.Logger,
+	s statedb.Table[*sysctl.Sysctl], r statedb.Table[*routes.Route], ru statedb.Table[*iptables.Rule],
+	sr reconciler.Reconciler[*sysctl.Sysctl], rr reconciler.Reconciler[*routes.Route], rur reconciler.Reconciler[*iptables.Rule]) error {
+	return errors.Join(
+		watchProgress(jobs, db, s, sr, log, (*sysctl.Sysctl).GetStatus),
+		watchProgress(jobs, db, r, rr, log, (*routes.Route).GetStatus),
+		watchProgress(jobs, db, ru, rur, log, (*iptables.Rule).GetStatus))
 }

@@ -7,22 +7,26 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os/signal"
 	"sort"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/steadystate/steadystate/statedb"
+	"github.com/steadystate/steadystate/statedb/statedbcmd"
 )
 
-// The client commands talk to a running agent over its socket.
+// The client commands talk to a running agent over its socket, found as
+// `agent run` makes it: --socket, else the socket of --netns (see
+// clientSocket).
 
-func socketFlag(cmd *cobra.Command) *string {
-	return cmd.PersistentFlags().String("socket", defaultSocket(), "unix socket of the running agent's status API")
+// connFlags adds --socket and --netns to cmd and its subcommands and
+// returns the socket they name.
+func connFlags(cmd *cobra.Command) func() string {
+	socket := cmd.PersistentFlags().String("socket", "", "unix socket of the running agent's status API (default: the one of --netns)")
+	netns := cmd.PersistentFlags().String("netns", "", `the namespace the agent manages ("sandbox", "host" or a name), to find its socket (default: $`+envNetNS+` or sandbox)`)
+	return func() string { return clientSocket(*socket, *netns) }
 }
 
 func unixHTTPClient(socket string) *http.Client {
@@ -40,17 +44,40 @@ func statusCommand() *cobra.Command {
 		Short: "Show the running agent's health tree and its tables' objects by status",
 		Args:  cobra.NoArgs,
 	}
-	socket := socketFlag(cmd)
-	asJSON := cmd.Flags().Bool("json", false, "print the raw status report as JSON")
+	socket := connFlags(cmd)
+	format := cmd.Flags().String("format", "table", "output format: table, json or yaml")
+	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"table", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
+	asJSON := cmd.Flags().Bool("json", false, "same as --format json")
+	_ = cmd.Flags().MarkDeprecated("json", "use --format json")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		report, err := fetchStatus(cmd.Context(), *socket)
+		if *asJSON {
+			*format = "json"
+		}
+		switch *format {
+		case "table", "json", "yaml":
+		default:
+			return fmt.Errorf("--format %q: must be one of table, json, yaml", *format)
+		}
+		report, err := fetchStatus(cmd.Context(), socket())
 		if err != nil {
 			return err
 		}
-		if *asJSON {
+		switch *format {
+		case "json":
 			enc := json.NewEncoder(cmd.OutOrStdout())
 			enc.SetIndent("", "  ")
 			return enc.Encode(report)
+		case "yaml":
+			// Through JSON, so that the field names are the JSON ones.
+			b, err := json.Marshal(report)
+			if err != nil {
+				return err
+			}
+			var v any
+			if err := json.Unmarshal(b, &v); err != nil {
+				return err
+			}
+			return yaml.NewEncoder(cmd.OutOrStdout()).Encode(v)
 		}
 		return writeStatus(cmd.OutOrStdout(), report)
 	}
@@ -87,7 +114,7 @@ func writeStatus(w io.Writer, r *statusReport) error {
 	}
 	fmt.Fprintln(w, "\nTables:")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TABLE\tOBJECTS\tBY STATUS")
+	fmt.Fprintln(tw, "TABLE\tOBJECTS\tBY STATUS\tDRIFT REPAIRED\tPRUNED")
 	for _, t := range r.Tables {
 		kinds := make([]string, 0, len(t.ByStatus))
 		for k := range t.ByStatus {
@@ -102,80 +129,22 @@ func writeStatus(w io.Writer, r *statusReport) error {
 			}
 			parts = append(parts, fmt.Sprintf("%s=%d", name, t.ByStatus[k]))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\n", t.Name, t.Objects, strings.Join(parts, " "))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\n", t.Name, t.Objects, strings.Join(parts, " "), t.DriftRepaired, t.Pruned)
 	}
 	return tw.Flush()
 }
 
+// dbCommand is statedbcmd's command set on the agent's socket (--netns or
+// --socket), whose status API serves the statedb HTTP API at /statedb.
 func dbCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "db", Short: "Inspect the running agent's tables"}
-	socket := socketFlag(cmd)
-
-	show := &cobra.Command{
-		Use:   "show TABLE",
-		Short: "Print every object of a table",
-		Args:  cobra.ExactArgs(1),
-	}
-	format := show.Flags().String("format", "table", "output format: table, json or yaml")
-	show.RunE = func(cmd *cobra.Command, args []string) error {
-		switch *format {
-		case "table", "json", "yaml":
-		default:
-			return fmt.Errorf("--format %q: must be table, json or yaml", *format)
-		}
-		c := statedb.NewUnixClient(*socket, "/statedb")
-		objs, err := c.Dump(cmd.Context(), args[0])
-		if err != nil {
-			return err
-		}
-		return writeObjects(cmd.OutOrStdout(), objs, *format)
-	}
-
-	watch := &cobra.Command{
-		Use:   "watch TABLE",
-		Short: "Print a table's objects, then every change as it happens (Ctrl-C to stop)",
-		Args:  cobra.ExactArgs(1),
-	}
-	watch.RunE = func(cmd *cobra.Command, args []string) error {
-		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
-		defer stop()
-		c := statedb.NewUnixClient(*socket, "/statedb")
-		out := cmd.OutOrStdout()
-		for ch, err := range c.Watch(ctx, args[0]) {
-			if err != nil {
-				return err
-			}
-			op := "+"
-			if ch.Deleted {
-				op = "-"
-			}
-			fmt.Fprintf(out, "%s rev=%d %s\n", op, ch.Revision, ch.Object)
-		}
-		return nil
-	}
-	cmd.AddCommand(show, watch)
+	var socket func() string
+	cmd := statedbcmd.New(statedbcmd.Options{
+		DefaultSocket: func() string { return socket() },
+		PathPrefix:    "/statedb",
+	})
+	cmd.Short = "Inspect the running agent's tables (sysctls, routes, iptables-rules)"
+	// statedbcmd has --socket; the agent adds --netns to find it.
+	netns := cmd.PersistentFlags().String("netns", "", `the namespace the agent manages ("sandbox", "host" or a name), to find its socket (default: $`+envNetNS+` or sandbox)`)
+	socket = func() string { return clientSocket("", *netns) }
 	return cmd
-}
-
-// writeObjects prints objects as a table (the same renderer as the HTTP
-// API's ?format=table), as JSON or as YAML.
-func writeObjects(w io.Writer, objs []statedb.ObjectJSON, format string) error {
-	switch format {
-	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(objs)
-	case "yaml":
-		var plain []any
-		for _, o := range objs {
-			var v any
-			if err := json.Unmarshal(o.Object, &v); err != nil {
-				return err
-			}
-			plain = append(plain, map[string]any{"revision": o.Revision, "object": v})
-		}
-		return yaml.NewEncoder(w).Encode(plain)
-	default:
-		return statedb.RenderTable(w, objs)
-	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -20,9 +19,17 @@ type AgentConfig struct {
 	// made for the agent and removed at exit), "host" (the real host, root
 	// only) or the name of an existing namespace (ip netns).
 	NetNS string
-	// Socket is the unix socket of the status API.
+	// Socket is the unix socket of the status API; "" means the one of
+	// the namespace (see SocketPath).
 	Socket string
-	// ReloadInterval is how often the desired file is checked for changes.
+	// StateDir holds the agent's durable record (see state.go); "" means
+	// the default directory of the managed namespace (StateDirPath).
+	StateDir string
+	// SettleTime is how long the desired file must stay unchanged before
+	// it is read (see watchFile).
+	SettleTime time.Duration
+	// ReloadInterval is how often the desired file is read without a
+	// change notification: the fallback for what notifications miss.
 	ReloadInterval time.Duration
 	// FullReconciliationInterval is how often each reconciler prunes (what
 	// its target owns and is not desired goes); the first runs right after
@@ -34,20 +41,30 @@ type AgentConfig struct {
 	RefreshInterval time.Duration
 }
 
-// DefaultRefreshInterval is the default of --refresh-interval.
-const DefaultRefreshInterval = 10 * time.Minute
+// Defaults of `agent run`'s intervals.
+const (
+	DefaultRefreshInterval = 10 * time.Minute
+	DefaultSettleTime      = 500 * time.Millisecond
+	DefaultReloadInterval  = 10 * time.Second
+)
 
 // envSocket is the environment variable of --socket, which the client
 // commands read too.
-var envSocket = hive.EnvName(envPrefix, "socket")
+var (
+	envSocket   = hive.EnvName(envPrefix, "socket")
+	envNetNS    = hive.EnvName(envPrefix, "netns")
+	envStateDir = hive.EnvName(envPrefix, "state-dir")
+)
 
 // defaultConfig is what `agent run` uses without flags.
 func defaultConfig() AgentConfig {
 	return AgentConfig{
-		Desired:        "desired.yaml",
-		NetNS:          netnsSandbox,
-		Socket:         defaultSocket(),
-		ReloadInterval: time.Second,
+		Desired: "desired.yaml",
+		NetNS:   netnsSandbox,
+		// The file is watched; a change is read once it has been quiet
+		// for the settle time, and the poll is only a fallback.
+		SettleTime:     DefaultSettleTime,
+		ReloadInterval: DefaultReloadInterval,
 		// Leftovers are pruned within a minute.
 		FullReconciliationInterval: time.Minute,
 		// Drift (someone changing a route or rule behind the agent's back)
@@ -61,8 +78,10 @@ func defaultConfig() AgentConfig {
 func (def AgentConfig) Flags(fs *pflag.FlagSet) {
 	fs.String("desired", def.Desired, "desired-state file (YAML, or JSON if it ends in .json)")
 	fs.String("netns", def.NetNS, `network namespace to manage: "sandbox" (private, removed at exit), "host" (root only) or an existing namespace's name`)
-	fs.String("socket", def.Socket, "unix socket of the status API")
-	fs.Duration("reload-interval", def.ReloadInterval, "how often to check the desired file for changes")
+	fs.String("socket", def.Socket, "unix socket of the status API (default: one per --netns, see `agent cleanup --help`)")
+	fs.String("state-dir", def.StateDir, "directory of the agent's durable record (original values, what it applied); default: one per --netns under "+stateRoot())
+	fs.Duration("settle-time", def.SettleTime, "how long the desired file must stay unchanged before it is read (write it via rename to be safe)")
+	fs.Duration("reload-interval", def.ReloadInterval, "how often to read the desired file without a change notification (fallback)")
 	fs.Duration("full-reconciliation-interval", def.FullReconciliationInterval, "how often to prune what the agent applied and is no longer desired (the first runs after the first load)")
 	fs.Duration("refresh-interval", def.RefreshInterval, "age after which an applied object is applied again, repairing drift")
 }
@@ -72,8 +91,8 @@ func (c AgentConfig) Validate() error {
 	if c.Desired == "" {
 		return fmt.Errorf("--desired: a desired-state file is required")
 	}
-	if c.Socket == "" {
-		return fmt.Errorf("--socket: must not be empty")
+	if c.SettleTime < 0 {
+		return fmt.Errorf("--settle-time: must not be negative, got %v", c.SettleTime)
 	}
 	if c.ReloadInterval <= 0 {
 		return fmt.Errorf("--reload-interval: must be positive, got %v", c.ReloadInterval)
@@ -87,18 +106,37 @@ func (c AgentConfig) Validate() error {
 	return nil
 }
 
-// defaultSocket is /run/steadystate-agent.sock for root, else a socket in
-// the user's runtime directory (or /tmp). The real user counts: inside the
-// unprivileged sandbox the agent runs as a mapped root.
-func defaultSocket() string {
-	if v := os.Getenv(envSocket); v != "" {
-		return v
+// StateDirPath is --state-dir, or by default the directory of the
+// managed namespace (defaultStateDir; a sandbox's is its own, by pid).
+func (c AgentConfig) StateDirPath() string {
+	if c.StateDir != "" {
+		return c.StateDir
 	}
-	if os.Geteuid() == 0 && os.Getenv(envSandboxed) == "" {
-		return "/run/steadystate-agent.sock"
+	return defaultStateDir(c.NetNS, os.Getpid())
+}
+
+// SocketPath is --socket, or by default the socket of the managed
+// namespace (socketFor).
+func (c AgentConfig) SocketPath() string {
+	if c.Socket != "" {
+		return c.Socket
 	}
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		return filepath.Join(d, "steadystate-agent.sock")
+	return socketFor(c.NetNS)
+}
+
+// clientSocket is the socket the client commands use: --socket, else
+// $STEADYSTATE_AGENT_SOCKET, else the one of --netns (default: that of
+// $STEADYSTATE_AGENT_NETNS, else the sandbox's).
+func clientSocket(socket, netns string) string {
+	switch {
+	case socket != "":
+		return socket
+	case os.Getenv(envSocket) != "":
+		return os.Getenv(envSocket)
+	case netns != "":
+		return socketFor(netns)
+	case os.Getenv(envNetNS) != "":
+		return socketFor(os.Getenv(envNetNS))
 	}
-	return filepath.Join(os.TempDir(), fmt.Sprintf("steadystate-agent-%d.sock", os.Getuid()))
+	return socketFor(netnsSandbox)
 }

@@ -1,6 +1,11 @@
 package main
 
 import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,17 +15,35 @@ import (
 // fault.
 func TestConfig(t *testing.T) {
 	def := defaultConfig()
-	if def.Desired != "desired.yaml" || def.NetNS != netnsSandbox || def.ReloadInterval != time.Second ||
+	if def.Desired != "desired.yaml" || def.NetNS != netnsSandbox || def.ReloadInterval != 10*time.Second || def.SettleTime != 500*time.Millisecond ||
 		def.FullReconciliationInterval != time.Minute || def.RefreshInterval != 10*time.Minute {
 		t.Fatalf("defaults %+v", def)
+	}
+	if def.StateDir != "" || def.Socket != "" {
+		t.Fatalf("--state-dir %q, --socket %q: want the per-namespace defaults", def.StateDir, def.Socket)
+	}
+	for netns, want := range map[string]string{
+		"host":    filepath.Join(stateRoot(), "host"),
+		"blue":    filepath.Join(stateRoot(), "netns-blue"),
+		"sandbox": filepath.Join(runDir(), fmt.Sprintf("sandbox-%d", os.Getpid())),
+	} {
+		if got := (AgentConfig{NetNS: netns}).StateDirPath(); got != want {
+			t.Errorf("--netns %s: state dir %s, want %s", netns, got, want)
+		}
+	}
+	if got := (AgentConfig{NetNS: "host", StateDir: "/x"}).StateDirPath(); got != "/x" {
+		t.Errorf("--state-dir /x: %s", got)
+	}
+	if os.Geteuid() == 0 && os.Getenv(envSandboxed) == "" && stateRoot() != "/var/lib/steadystate/agent" {
+		t.Errorf("root's state root %s, want /var/lib/steadystate/agent", stateRoot())
 	}
 	if err := def.Validate(); err != nil {
 		t.Fatalf("the defaults do not validate: %v", err)
 	}
 	for flag, edit := range map[string]func(*AgentConfig){
 		"--desired":                      func(c *AgentConfig) { c.Desired = "" },
-		"--socket":                       func(c *AgentConfig) { c.Socket = "" },
 		"--reload-interval":              func(c *AgentConfig) { c.ReloadInterval = 0 },
+		"--settle-time":                  func(c *AgentConfig) { c.SettleTime = -time.Millisecond },
 		"--full-reconciliation-interval": func(c *AgentConfig) { c.FullReconciliationInterval = -time.Second },
 		"--refresh-interval":             func(c *AgentConfig) { c.RefreshInterval = 0 },
 	} {
@@ -32,5 +55,63 @@ func TestConfig(t *testing.T) {
 	}
 	if envSocket != "STEADYSTATE_AGENT_SOCKET" || envSandboxed != "STEADYSTATE_AGENT_SANDBOXED" {
 		t.Errorf("environment variables %s, %s: want the one prefix STEADYSTATE_AGENT_", envSocket, envSandboxed)
+	}
+}
+
+// A state directory is one agent's: a second open waits stateOpenTimeout
+// and fails naming the directory.
+func TestStateDirBusy(t *testing.T) {
+	dir := t.TempDir()
+	first, err := openState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.db.Close()
+	t0 := time.Now()
+	_, err = openState(dir)
+	if !errors.Is(err, errStateBusy) || !strings.Contains(err.Error(), "--state-dir "+dir) {
+		t.Fatalf("second open: %v", err)
+	}
+	if waited := time.Since(t0); stateOpenTimeout != 2*time.Second || waited < stateOpenTimeout*3/4 {
+		t.Fatalf("gave up after %v; want about stateOpenTimeout = %v (documented: 2s)", waited, stateOpenTimeout)
+	}
+	// The record round-trips originals.
+	if err := first.SaveOriginal("net.ipv4.ip_forward", "0"); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := first.LoadOriginals(); err != nil || m["net.ipv4.ip_forward"] != "0" || len(m) != 1 {
+		t.Fatalf("LoadOriginals: %v, %v", m, err)
+	}
+	if err := first.ForgetOriginal("net.ipv4.ip_forward"); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := first.LoadOriginals(); len(m) != 0 {
+		t.Fatalf("after ForgetOriginal: %v", m)
+	}
+	// Before it is opened, a record fails with errStateNotOpen.
+	if _, err := (&stateRecord{dir: dir}).LoadOriginals(); !errors.Is(err, errStateNotOpen) {
+		t.Fatalf("unopened record: %v", err)
+	}
+}
+
+// `agent run` without its desired file: exit 2 with the file named,
+// before anything is made (no root needed to see it).
+func TestRunRequiresDesiredFile(t *testing.T) {
+	bin := buildAgent(t)
+	missing := filepath.Join(t.TempDir(), "nope.yaml")
+	cmd := exec.Command(bin, "run", "--desired", missing, "--socket", filepath.Join(t.TempDir(), "s.sock"))
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != exitUsage || !strings.Contains(string(out), "--desired "+missing) ||
+		!strings.Contains(string(out), "required at start") || strings.Contains(string(out), "Starting") {
+		t.Fatalf("run without the file: %v\n%s", err, out)
+	}
+}
+
+// Without iptables, the agent says once what to install.
+func TestMissingTools(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	if msg := missingTools(); !strings.Contains(msg, "iptables-restore not found") || !strings.Contains(msg, "apt-get install iptables") {
+		t.Fatalf("missingTools without iptables: %q", msg)
 	}
 }

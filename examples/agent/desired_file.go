@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -26,8 +27,13 @@ type desiredFile struct {
 
 // decodeDesired parses a desired-state file: JSON if its name ends in
 // .json, YAML otherwise. Unknown fields are errors, so that a typo does not
-// silently drop a setting. An empty file is an empty desired state.
+// silently drop a setting. An empty or whitespace-only file is an error
+// (errEmptyDesired): it is what a writer leaves half-way, so it never means
+// "nothing desired"; `{}` does.
 func decodeDesired(path string, data []byte) (*desiredFile, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, fmt.Errorf("%s: %w", path, errEmptyDesired)
+	}
 	var f desiredFile
 	var err error
 	if strings.EqualFold(filepath.Ext(path), ".json") {
@@ -35,17 +41,134 @@ func decodeDesired(path string, data []byte) (*desiredFile, error) {
 		dec.DisallowUnknownFields()
 		err = dec.Decode(&f)
 	} else {
-		dec := yaml.NewDecoder(bytes.NewReader(data))
-		dec.KnownFields(true)
-		if err = dec.Decode(&f); errors.Is(err, io.EOF) {
-			err = nil
-		}
+		err = decodeYAML(path, data, &f)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &f, nil
 }
+
+// decodeYAML decodes a YAML desired file entry by entry, so that each
+// error says where, as LINE: KIND[i].FIELD: problem, and names no Go type.
+func decodeYAML(path string, data []byte, f *desiredFile) error {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return err
+	}
+	if len(doc.Content) == 0 {
+		return nil
+	}
+	top := doc.Content[0]
+	if top.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: want a mapping with sysctls, routes and rules", top.Line)
+	}
+	var errs []error
+	seen := map[string]int{}
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		key, val := top.Content[i], top.Content[i+1]
+		if prev, dup := seen[key.Value]; dup {
+			errs = append(errs, fmt.Errorf("line %d: %s: given again (first on line %d)", key.Line, key.Value, prev))
+			continue
+		}
+		seen[key.Value] = key.Line
+		var err error
+		switch key.Value {
+		case "sysctls":
+			f.Sysctls, err = decodeList[sysctl.Sysctl](key.Value, val)
+		case "routes":
+			f.Routes, err = decodeList[routes.Route](key.Value, val)
+		case "rules":
+			f.Rules, err = decodeList[iptables.Rule](key.Value, val)
+		default:
+			err = fmt.Errorf("line %d: %s: unknown key (known: sysctls, routes, rules)", key.Line, key.Value)
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// decodeList decodes the list of kind in node, checking each entry's field
+// names against T's yaml tags (status is not desired state).
+func decodeList[T any](kind string, node *yaml.Node) ([]*T, error) {
+	if node.Kind == yaml.ScalarNode && node.Tag == "!!null" {
+		return nil, nil
+	}
+	if node.Kind != yaml.SequenceNode {
+		return nil, fmt.Errorf("line %d: %s: want a list", node.Line, kind)
+	}
+	known := yamlFields[T]()
+	var errs []error
+	out := make([]*T, 0, len(node.Content))
+	for i, item := range node.Content {
+		where := fmt.Sprintf("%s[%d]", kind, i)
+		if item.Kind == yaml.ScalarNode && item.Tag == "!!null" {
+			out = append(out, nil) // validateAll reports it
+			continue
+		}
+		if item.Kind != yaml.MappingNode {
+			errs = append(errs, fmt.Errorf("line %d: %s: want a mapping of fields", item.Line, where))
+			continue
+		}
+		bad := false
+		for j := 0; j+1 < len(item.Content); j += 2 {
+			if k := item.Content[j]; !slices.Contains(known, k.Value) {
+				errs = append(errs, fmt.Errorf("line %d: %s.%s: unknown field (known: %s)", k.Line, where, k.Value, strings.Join(known, ", ")))
+				bad = true
+			}
+		}
+		if bad {
+			continue
+		}
+		obj := new(T)
+		if err := item.Decode(obj); err != nil {
+			errs = append(errs, fmt.Errorf("line %d: %s: %s", item.Line, where, yamlMessage(err)))
+			continue
+		}
+		out = append(out, obj)
+	}
+	return out, errors.Join(errs...)
+}
+
+// yamlFields lists the field names of T in YAML, without status.
+func yamlFields[T any]() []string {
+	var names []string
+	rt := reflect.TypeFor[T]()
+	for i := range rt.NumField() {
+		sf := rt.Field(i)
+		if !sf.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
+		if name == "" {
+			name = strings.ToLower(sf.Name)
+		}
+		if name != "-" && name != "status" {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// yamlMessage is err without yaml's "unmarshal errors" framing and Go type
+// names.
+func yamlMessage(err error) string {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		msgs := make([]string, len(te.Errors))
+		for i, m := range te.Errors {
+			if at := strings.Index(m, " into "); at >= 0 {
+				m = m[:at]
+			}
+			msgs[i] = m
+		}
+		return strings.Join(msgs, "; ")
+	}
+	return err.Error()
+}
+
+// errEmptyDesired is the error of an empty or whitespace-only desired file.
+var errEmptyDesired = errors.New("the file is empty; write `{}` to remove all desired state")
 
 // validatable is a desired object: a pointer with a Validate method.
 type validatable interface {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -14,20 +15,38 @@ func TestDecodeDesiredErrors(t *testing.T) {
 	cases := []struct {
 		name, path, data, want string
 	}{
-		{"unknown field", "d.yaml", "routes:\n  - prefix: 10.0.0.0/8\n    typo: 1\n", "field typo not found"},
-		{"bad prefix", "d.yaml", "routes:\n  - prefix: 10.0.0.0/33\n", "d.yaml"},
+		{"unknown field", "d.yaml", "routes:\n  - prefix: 10.0.0.0/8\n    typo: 1\n", "d.yaml: line 3: routes[0].typo: unknown field (known: prefix, via, dev, type, table, metric)"},
+		{"bad prefix", "d.yaml", "routes:\n  - prefix: 10.0.0.0/8\n  - prefix: 10.0.0.0/33\n", "d.yaml: line 3: routes[1]: "},
+		{"status is not desired", "d.yaml", "sysctls:\n  - name: a.b\n    value: \"1\"\n    status: {}\n", "line 4: sysctls[0].status: unknown field"},
+		{"not a list", "d.yaml", "rules: 5\n", "d.yaml: line 1: rules: want a list"},
+		{"unknown top key", "d.yaml", "routs: []\n", "line 1: routs: unknown key (known: sysctls, routes, rules)"},
+		{"twice", "d.yaml", "routes: []\nroutes: []\n", "line 2: routes: given again (first on line 1)"},
+		{"no Go type names", "d.yaml", "routes:\n  - prefix: [1]\n", "line 2: routes[0]: line 2: cannot unmarshal !!seq"},
 		{"json unknown field", "d.json", `{"sysctls":[{"name":"a.b","vlue":"1"}]}`, `unknown field "vlue"`},
 		{"not yaml", "d.yaml", "sysctls: [\n", "d.yaml"},
 	}
 	for _, tc := range cases {
 		_, err := decodeDesired(tc.path, []byte(tc.data))
+		if err != nil && strings.Contains(err.Error(), " into ") {
+			t.Errorf("%s: %v names a Go type", tc.name, err)
+		}
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.want)
 		}
 	}
-	f, err := decodeDesired("empty.yaml", nil)
-	if err != nil || len(f.Sysctls)+len(f.Routes)+len(f.Rules) != 0 {
-		t.Fatalf("empty file: %+v, %v", f, err)
+	// Empty is what a writer leaves half-way: an error; `{}` empties.
+	for _, data := range []string{"", " \n\t\n", "\n"} {
+		for _, path := range []string{"d.yaml", "d.json"} {
+			if _, err := decodeDesired(path, []byte(data)); !errors.Is(err, errEmptyDesired) || !strings.Contains(err.Error(), "write `{}` to remove all desired state") {
+				t.Errorf("%s %q: %v, want errEmptyDesired", path, data, err)
+			}
+		}
+	}
+	for _, path := range []string{"d.yaml", "d.json"} {
+		f, err := decodeDesired(path, []byte("{}\n"))
+		if err != nil || len(f.Sysctls)+len(f.Routes)+len(f.Rules) != 0 {
+			t.Fatalf("%s {}: %+v, %v", path, f, err)
+		}
 	}
 }
 

@@ -107,7 +107,7 @@ func runDiff(ctx context.Context, w io.Writer, cfg AgentConfig, format string) (
 	if ns.Reexec {
 		// An unprivileged sandbox: plan again inside a new user + network
 		// namespace, as run does.
-		code, err := runInUserNS(defaultSocket())
+		code, err := runInUserNS(socketFor(netnsSandbox), "")
 		if err != nil {
 			return diffTrouble, err
 		}
@@ -158,7 +158,7 @@ func planAll(ctx context.Context, cfg AgentConfig, ns *Namespace) (reconciler.Pl
 		return nil, err
 	}
 
-	st, err := sysctl.NewTarget(sysctlTarget(ns, cfg))
+	st, err := sysctl.NewTarget(sysctlTarget(ns, cfg, nil))
 	if err != nil {
 		return nil, err
 	}

@@ -7,9 +7,30 @@
 //	agent diff [--netns ...] [--format ...]  what a run would change, changing
 //	                                      nothing (exit 0: nothing, 1: changes,
 //	                                      2: trouble)
-//	agent status                          health tree and per-table counts
+//	agent status [--netns NS] [--format ...]  health tree and per-table counts
 //	agent db show TABLE [--format ...]    dump a table of the running agent
-//	agent db watch TABLE                  stream a table's changes
+//	agent db watch TABLE                  stream a table's changes (and the
+//	                                      other queries of statedbcmd)
+//	agent cleanup [--dry-run]             remove what killed agents left
+//
+// Files, signals and leftovers: each managed namespace has its socket and
+// lock in a run directory (see leftovers.go: /run/steadystate-agent/NS.sock
+// for root); the client commands find the socket from --netns. Before
+// anything is made or applied, run takes the lock and checks the socket,
+// so a second agent on the same namespace fails at once, and sweeps the
+// sandbox namespaces and sockets of dead agents. SIGINT and SIGTERM stop
+// the agent; SIGHUP stops a sandbox agent too, and makes an agent on
+// --netns host or NAME read the desired file again.
+//
+// The durable record (--state-dir, see state.go and record.go): a bbolt
+// database per managed namespace with the sysctl target's original values
+// (saved before each first change, so that a restarted agent, even after
+// SIGKILL, restores them) and, per table, what its target applied.
+//
+// The status API (socket, and --metrics-addr when set): /status, /statedb/,
+// /metrics, /healthz (503 while Degraded), /livez, /readyz (see
+// agentReady). The agent's own metrics are steadystate_agent_* (see
+// metrics.go).
 //
 // Every flag of `agent run` can be set from the environment with the
 // prefix STEADYSTATE_AGENT_ (STEADYSTATE_AGENT_NETNS=host); the hive reads
@@ -27,7 +48,8 @@
 //	  sysctl         sysctl.Cell: table, target and reconciler
 //	  routes         routes.Cell
 //	  iptables       iptables.Cell
-//	  desired        the file loader (a timer job) and a progress log
+//	  desired        the file loader (a job watching the file) and a
+//	                 progress log
 //	  api            the status API's handlers and socket
 //
 // The agent gives the example cells their target configs (all in the
@@ -38,7 +60,12 @@
 // refresh that finds nothing to do writes nothing). The loader is the only writer of desired
 // objects. It registers an initializer on each table and marks it done
 // after the first good load, so no reconciler prunes before the file was
-// read. A file that does not parse or validate is reported (log, and the
-// health scope agent.desired.desired-file Degraded, naming the file and
-// the problem) and the current desired state is kept.
+// read. It applies only a whole file (see watch.go: fsnotify on the file's
+// directory, --settle-time, a re-read after parsing, no writer holding the
+// file open, --reload-interval as a fallback poll); write the file via
+// rename to be safe. An empty file, or one that does not parse or
+// validate, is reported (log, steadystate_agent_desired_loads_total
+// {result="rejected"}, and the health scope agent.desired.desired-file
+// Degraded, naming the file and the problem) and the current desired
+// state is kept; `{}` removes all desired state.
 package main

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/steadystate/steadystate/examples/iptables"
 	"github.com/steadystate/steadystate/examples/routes"
@@ -27,33 +29,45 @@ type loader struct {
 	rules   statedb.RWTable[*iptables.Rule]
 	log     *slog.Logger
 	health  cell.Health // the scope "desired-file": the file's state
+	metrics *loaderMetrics
+	reload  chan struct{} // Reload: read the file now
 
+	// Owned by the watch job's goroutine.
 	initDone []func(statedb.WriteTxn) // until the first good load
-	lastSum  [sha256.Size]byte
+	lastSum  [sha256.Size]byte        // the last version applied or rejected
 	lastErr  string
+
+	firstApplied *firstLoad // for /readyz
 }
 
 type loaderParams struct {
 	cell.In
 
-	Config  AgentConfig
-	DB      *statedb.DB
-	Sysctls statedb.RWTable[*sysctl.Sysctl]
-	Routes  statedb.RWTable[*routes.Route]
-	Rules   statedb.RWTable[*iptables.Rule]
-	Jobs    job.Group
-	Health  cell.Health
-	Log     *slog.Logger
+	Config     AgentConfig
+	DB         *statedb.DB
+	Sysctls    statedb.RWTable[*sysctl.Sysctl]
+	Routes     statedb.RWTable[*routes.Route]
+	Rules      statedb.RWTable[*iptables.Rule]
+	Jobs       job.Group
+	Health     cell.Health
+	Log        *slog.Logger
+	Registerer prometheus.Registerer
+	FirstLoad  *firstLoad
 }
 
-// registerLoader registers an initializer on each table, so that nothing is
-// pruned before the first good load, and adds the loader as a timer job
-// that reads the file at start and then every --reload-interval. The
-// file's state (loaded, or rejected and why) is the health scope
-// "desired-file" of the module.
-func registerLoader(p loaderParams) error {
+// newLoader registers an initializer on each table, so that nothing is
+// pruned before the first good load, and adds the loader as a job that
+// watches the file (see watchFile) and loads it at start and whenever it
+// changed. The file's state (loaded, or rejected and why) is the health
+// scope "desired-file" of the module.
+func newLoader(p loaderParams) (*loader, error) {
 	l := &loader{cfg: p.Config, db: p.DB, sysctls: p.Sysctls, routes: p.Routes, rules: p.Rules, log: p.Log,
-		health: p.Health.NewScope("desired-file")}
+		health: p.Health.NewScope("desired-file"), reload: make(chan struct{}, 1), firstApplied: p.FirstLoad}
+	m, err := newLoaderMetrics(p.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	l.metrics = m
 	wtxn := p.DB.WriteTxn(p.Sysctls, p.Routes, p.Rules)
 	l.initDone = []func(statedb.WriteTxn){
 		p.Sysctls.RegisterInitializer(wtxn, "desired-file"),
@@ -61,53 +75,92 @@ func registerLoader(p loaderParams) error {
 		p.Rules.RegisterInitializer(wtxn, "desired-file"),
 	}
 	wtxn.Commit()
-	first := job.NewTrigger()
-	first.Trigger() // the first load as soon as the job starts
-	return p.Jobs.Add(job.Timer("load-desired", l.loadIfChanged, l.cfg.ReloadInterval, job.WithTrigger(first)))
+	return l, p.Jobs.Add(job.OneShot("watch-desired", func(ctx context.Context, health cell.Health) error {
+		return watchFile(ctx, l.cfg.Desired, l.cfg.SettleTime, l.cfg.ReloadInterval, l.reload, health, l.log, l.load)
+	}))
 }
 
-// loadIfChanged reads the file and, if it changed, applies it. A file that
+// Reload asks for the file to be read now (SIGHUP in daemon use).
+func (l *loader) Reload() {
+	select {
+	case l.reload <- struct{}{}:
+	default:
+	}
+}
+
+// firstLoad closes its channel once a desired file was applied to the
+// tables. It is a value of its own, so that the status API depends on it
+// and not on the loader: the loader's job must start after the namespace
+// and the state record (the hive starts hooks in construction order).
+type firstLoad struct{ done chan struct{} }
+
+func newFirstLoad() *firstLoad { return &firstLoad{done: make(chan struct{})} }
+
+// Done returns the channel.
+func (f *firstLoad) Done() <-chan struct{} { return f.done }
+
+// load reads the file and, if it changed, applies it, but only a whole
+// file: one quiet for the settle time, not open for writing, and the same
+// after parsing as before (see watchFile). It returns true when the file
+// was not ready, to be called again after the settle time. A file that
 // cannot be read, parsed or validated is reported (in the log once, and in
-// the health scope as long as it stays) and changes nothing. The job
-// itself never fails.
-func (l *loader) loadIfChanged(context.Context) error {
-	health := l.health
-	data, err := os.ReadFile(l.cfg.Desired)
+// the health scope as long as it stays) and changes nothing.
+func (l *loader) load() (retry bool) {
+	path := l.cfg.Desired
+	first, writing, err := readSnapshot(path)
 	if err != nil {
-		l.reject(health, fmt.Errorf("reading desired state: %w", err))
-		return nil
+		l.lastSum = [sha256.Size]byte{} // the same file back is news
+		l.reject(fmt.Errorf("reading desired state: %w", err))
+		return false
 	}
-	sum := sha256.Sum256(data)
+	if age := time.Since(first.info.ModTime()); writing || (age >= 0 && age < l.cfg.SettleTime) {
+		l.metrics.deferred.Inc()
+		return true
+	}
+	sum := sha256.Sum256(first.data)
 	if sum == l.lastSum && l.initDone == nil {
-		return nil
+		return false
 	}
-	f, err := decodeDesired(l.cfg.Desired, data)
+	f, err := decodeDesired(path, first.data)
 	if err == nil {
 		err = l.validate(f)
 	}
+	// Parsing took time: what was parsed must still be the whole file.
+	again, writing, againErr := readSnapshot(path)
+	if againErr != nil || writing || !first.same(again) {
+		l.metrics.deferred.Inc()
+		return true
+	}
+	l.lastSum = sum // report once per version of the file
 	if err != nil {
-		l.reject(health, err)
-		l.lastSum = sum // report once per version of the file
-		return nil
+		l.reject(err)
+		return false
 	}
 	changed, err := l.apply(f)
 	if err != nil {
-		l.reject(health, fmt.Errorf("%s: applying: %w", l.cfg.Desired, err))
-		return nil
+		l.lastSum = [sha256.Size]byte{}
+		l.reject(fmt.Errorf("%s: applying: %w", path, err))
+		return false
 	}
-	l.lastSum, l.lastErr = sum, ""
-	msg := fmt.Sprintf("loaded %s: %d sysctls, %d routes, %d rules", l.cfg.Desired, len(f.Sysctls), len(f.Routes), len(f.Rules))
-	health.OK(msg)
-	l.log.Info("Desired state loaded", "file", l.cfg.Desired, "sysctls", len(f.Sysctls), "routes", len(f.Routes), "rules", len(f.Rules), "changed", changed)
-	return nil
+	l.lastErr = ""
+	l.metrics.loads.WithLabelValues(loadApplied).Inc()
+	l.metrics.lastApplied.SetToCurrentTime()
+	msg := fmt.Sprintf("loaded %s: %d sysctls, %d routes, %d rules", path, len(f.Sysctls), len(f.Routes), len(f.Rules))
+	l.health.OK(msg)
+	l.log.Info("Desired state loaded", "file", path, "sysctls", len(f.Sysctls), "routes", len(f.Routes), "rules", len(f.Rules), "changed", changed)
+	return false
 }
 
-func (l *loader) reject(health cell.Health, err error) {
-	health.Degraded(fmt.Sprintf("desired state in %s rejected; keeping the current desired state", l.cfg.Desired), err)
-	if err.Error() != l.lastErr {
-		l.log.Error("Desired state rejected; keeping the current desired state", "file", l.cfg.Desired, "error", err)
-		l.lastErr = err.Error()
+// reject reports a file that is not applied: health Degraded, counted,
+// logged once per distinct problem.
+func (l *loader) reject(err error) {
+	if err.Error() == l.lastErr {
+		return
 	}
+	l.lastErr = err.Error()
+	l.metrics.loads.WithLabelValues(loadRejected).Inc()
+	l.health.Degraded(fmt.Sprintf("desired state in %s rejected; keeping the current desired state", l.cfg.Desired), err)
+	l.log.Error("Desired state rejected; keeping the current desired state", "file", l.cfg.Desired, "error", err)
 }
 
 func (l *loader) validate(f *desiredFile) error {
@@ -132,11 +185,17 @@ func (l *loader) apply(f *desiredFile) (changed int, err error) {
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return 0, err
 	}
+	first := l.initDone != nil
 	for _, done := range l.initDone {
 		done(wtxn)
 	}
 	l.initDone = nil
 	wtxn.Commit()
+	if first {
+		if l.firstApplied != nil {
+			close(l.firstApplied.done)
+		}
+	}
 	return n1 + n2 + n3, nil
 }
 

@@ -60,7 +60,7 @@ func newNamespace(cfg AgentConfig, lc cell.Lifecycle, log *slog.Logger) (*Namesp
 	case mode == netnsSandbox && !root:
 		return &Namespace{Reexec: true}, nil
 	case mode == netnsSandbox:
-		name := fmt.Sprintf("steadystate-agent-%d", os.Getpid())
+		name := sandboxName(os.Getpid())
 		var del func() error
 		lc.Append(cell.Hook{
 			OnStart: func(context.Context) error {
@@ -121,10 +121,11 @@ func loUp() error {
 
 // runInUserNS runs this program again, with the same arguments, in a new
 // user and network namespace where the user is mapped to root, passes
-// SIGINT/SIGTERM on, and returns its exit code. The socket goes along in
-// the environment (the hive reads flags from there), because inside, the
-// user is root and its default would differ.
-func runInUserNS(socket string) (int, error) {
+// SIGINT, SIGTERM and SIGHUP on, and returns its exit code. The socket
+// and the state directory go along in the environment (the hive reads
+// flags from there), because inside, the user is root and their defaults
+// would differ.
+func runInUserNS(socket, stateDir string) (int, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return 1, err
@@ -132,13 +133,20 @@ func runInUserNS(socket string) (int, error) {
 	cmd := exec.Command(self, os.Args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(), envSandboxed+"=1", envSocket+"="+socket)
+	if stateDir != "" {
+		cmd.Env = append(cmd.Env, envStateDir+"="+stateDir)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET,
+		Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET,
+		// A process group of its own: Ctrl-C at the terminal reaches only
+		// this process, which passes it on once (a second signal would
+		// kill the child in the middle of its clean stop).
+		Setpgid:     true,
 		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
 		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
 	}
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	if err := cmd.Start(); err != nil {
 		return 1, fmt.Errorf("starting the agent in a user + network namespace (is unprivileged user namespace creation allowed?): %w", err)

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/steadystate/steadystate/examples/iptables"
 	"github.com/steadystate/steadystate/examples/routes"
@@ -14,20 +16,61 @@ import (
 	"github.com/steadystate/steadystate/statedb"
 )
 
-// The progress log shows a new user what the agent does: every object that
-// reaches Done or Error, every object removed, and when everything is
-// reconciled.
+// The progress log shows what the agent does without drowning a large
+// change in lines, per table:
+//
+//   - each object that reaches Done or Error, at Info while the change set
+//     is small (at most smallChangeSet objects), else at Debug;
+//   - on a change set still running after a second, a progress line once
+//     a second: done n of N, rate, ETA;
+//   - when a change set is fully applied (its deletions too: the
+//     reconciler attempted every change), one summary line: "All N routes
+//     reconciled" (or how many are in Error), with what was applied and
+//     removed and how long it took.
+//
+// "Removed" lines come from the target's wrapper (recorded), once the
+// kernel delete succeeded; drift repaired and leftovers pruned are the
+// reconciler's own log lines and metrics (steadystate_reconciler_*).
+
+// smallChangeSet is the largest change set whose objects are each logged
+// at Info.
+const smallChangeSet = 20
+
+// progressInterval is how often a running change set logs its progress.
+const progressInterval = time.Second
 
 func describeSysctl(s *sysctl.Sysctl) string { return "sysctl " + s.String() }
 func describeRoute(r *routes.Route) string   { return "route " + r.String() }
 func describeRule(r *iptables.Rule) string   { return "rule " + r.String() }
 
-// notDone are the status kinds of objects still to be reconciled.
-var notDone = []reconciler.StatusKind{reconciler.StatusKindUnset, reconciler.StatusKindPending, reconciler.StatusKindRefreshing, reconciler.StatusKindError}
+// describe names any of the agent's objects with its kind.
+func describe(obj any) string {
+	switch o := obj.(type) {
+	case *sysctl.Sysctl:
+		return describeSysctl(o)
+	case *routes.Route:
+		return describeRoute(o)
+	case *iptables.Rule:
+		return describeRule(o)
+	}
+	return fmt.Sprint(obj)
+}
 
-// watchProgress logs the status changes of one table as a job.
-func watchProgress[Obj any](jobs job.Group, db *statedb.DB, table statedb.Table[Obj], log *slog.Logger,
-	getStatus func(Obj) reconciler.Status, describe func(Obj) string) error {
+// notTriedKinds are the status kinds of objects whose desired version is
+// still waiting for an attempt (a refresh is not new work).
+var notTriedKinds = []reconciler.StatusKind{reconciler.StatusKindUnset, reconciler.StatusKindPending}
+
+// changeSet is the work of one table since it was last fully applied.
+type changeSet struct {
+	start                 time.Time
+	done, failed, removed int
+	lastProgress          time.Time
+	active                bool
+}
+
+// watchProgress logs the progress of one table's reconciler as a job.
+func watchProgress[Obj any](jobs job.Group, db *statedb.DB, table statedb.Table[Obj], r reconciler.Reconciler[Obj],
+	log *slog.Logger, getStatus func(Obj) reconciler.Status) error {
 	wtxn := db.WriteTxn(table)
 	changes, err := table.Changes(wtxn)
 	wtxn.Commit()
@@ -36,36 +79,112 @@ func watchProgress[Obj any](jobs job.Group, db *statedb.DB, table statedb.Table[
 	}
 	return jobs.Add(job.OneShot("progress-"+table.Name(), func(ctx context.Context, _ cell.Health) error {
 		defer changes.Close()
-		allDone := false
+		ticker := time.NewTicker(progressInterval)
+		defer ticker.Stop()
+		var set changeSet
+		// known holds the keys seen, waiting those seen waiting for an
+		// attempt: a Done or Error is news (logged, counted) for a key
+		// that was waiting or is new, not after a refresh.
+		known, waiting := map[string]struct{}{}, map[string]struct{}{}
 		for {
 			txn := db.ReadTxn()
 			seq, watch := changes.Next(txn)
-			for ch := range seq {
-				switch st := getStatus(ch.Object); {
-				case ch.Deleted:
-					log.Info("Removed " + describe(ch.Object))
-				case st.Kind == reconciler.StatusKindDone:
-					log.Info("Done: " + describe(ch.Object))
-				case st.Kind == reconciler.StatusKindError:
-					log.Warn("Error: "+describe(ch.Object), "error", st.Error)
-				}
-			}
-			// The objects not Done, found through the table's status index:
-			// no pass over the table on every change, and none once all
-			// are Done.
+			// The objects still to try, through the table's status index:
+			// no pass over the table on every change.
 			pending := 0
-			for _, n := range reconciler.CountByStatus(txn, table, getStatus, notDone...) {
+			for _, n := range reconciler.CountByStatus(txn, table, getStatus, notTriedKinds...) {
 				pending += n
 			}
-			if initialized, _ := table.Initialized(txn); initialized && pending == 0 && !allDone {
-				log.Info(fmt.Sprintf("All %d %s reconciled", table.NumObjects(txn), table.Name()))
+			small := set.done+set.failed+pending <= smallChangeSet
+			level := slog.LevelDebug
+			if small {
+				level = slog.LevelInfo
 			}
-			allDone = pending == 0
+			for ch := range seq {
+				key := string(table.PrimaryKey(ch.Object))
+				_, wasKnown := known[key]
+				_, wasWaiting := waiting[key]
+				st := getStatus(ch.Object)
+				switch {
+				case ch.Deleted:
+					delete(known, key)
+					delete(waiting, key)
+				case st.Kind == reconciler.StatusKindUnset || st.Kind == reconciler.StatusKindPending:
+					known[key], waiting[key] = struct{}{}, struct{}{}
+				default:
+					known[key] = struct{}{}
+					delete(waiting, key)
+				}
+				news := wasWaiting || !wasKnown
+				switch {
+				case ch.Deleted:
+					set.removed++
+					set.active = true
+				case !news:
+					// A refresh: the reconciler logs drift it repaired.
+				case st.Kind == reconciler.StatusKindDone:
+					set.active = true
+					set.done++
+					log.Log(ctx, level, "Done: "+describe(ch.Object))
+				case st.Kind == reconciler.StatusKindError:
+					set.active = true
+					set.failed++
+					errLevel := level
+					if small {
+						errLevel = slog.LevelWarn
+					}
+					log.Log(ctx, errLevel, "Error: "+describe(ch.Object), "error", st.Error)
+				default:
+					set.active = true
+				}
+			}
+			if set.active && set.start.IsZero() {
+				set.start = time.Now()
+				set.lastProgress = set.start
+			}
+			if initialized, _ := table.Initialized(txn); initialized && set.active && pending == 0 {
+				// Every object tried; wait for the deletions too.
+				_, err := r.WaitUntilReconciled(ctx, table.Revision(txn))
+				if ctx.Err() != nil {
+					return nil
+				}
+				var nr *reconciler.NotReconciledError
+				errors.As(err, &nr)
+				summarize(log, table.Name(), table.NumObjects(db.ReadTxn()), set, nr)
+				set = changeSet{}
+			}
 			select {
 			case <-ctx.Done():
 				return nil
 			case <-watch:
+			case now := <-ticker.C:
+				if set.active && pending > 0 && now.Sub(set.lastProgress) >= progressInterval {
+					set.lastProgress = now
+					logProgress(log, table.Name(), set, pending, now)
+				}
 			}
 		}
 	}))
+}
+
+// logProgress logs "routes: 4000 of 10000 applied" with rate and ETA.
+func logProgress(log *slog.Logger, table string, set changeSet, pending int, now time.Time) {
+	tried := set.done + set.failed
+	elapsed := now.Sub(set.start)
+	rate := float64(tried) / elapsed.Seconds()
+	attrs := []any{"rate", fmt.Sprintf("%.0f/s", rate)}
+	if rate > 0 {
+		attrs = append(attrs, "eta", (time.Duration(float64(pending) / rate * float64(time.Second))).Round(time.Second).String())
+	}
+	log.Info(fmt.Sprintf("Applying %s: %d of %d", table, tried, tried+pending), attrs...)
+}
+
+// summarize logs the end of a change set.
+func summarize(log *slog.Logger, table string, objects int, set changeSet, nr *reconciler.NotReconciledError) {
+	attrs := []any{"applied", set.done, "removed", set.removed, "took", time.Since(set.start).Round(time.Millisecond).String()}
+	if nr == nil {
+		log.Info(fmt.Sprintf("All %d %s reconciled", objects, table), attrs...)
+		return
+	}
+	log.Warn(fmt.Sprintf("%d %s tried, some failed and are retried", objects, table), append(attrs, "failing", nr.Error())...)
 }

@@ -48,7 +48,7 @@ func ReconcilerConfig(table statedb.RWTable[*Rule], target *Target) reconciler.C
 // See package sysctl's Cell for a program that uses such a cell.
 var Cell = cell.Module("iptables", "Desired iptables rules, applied with iptables-restore",
 	cell.Provide(newTables, newCellTarget, ReconcilerConfig, registerReconciler),
-	cell.Invoke(func(reconciler.Reconciler[*Rule]) {}),
+	cell.Invoke(buildReconciler),
 )
 
 // newTables creates the table and provides its two views.
@@ -73,3 +73,7 @@ func newCellTarget(cfg TargetConfig, rules statedb.Table[*Rule]) (*Target, error
 func registerReconciler(p reconcilercell.Params, cfg reconciler.Config[*Rule]) (reconciler.Reconciler[*Rule], error) {
 	return reconcilercell.Register(p, cfg)
 }
+
+// buildReconciler makes the hive build the reconciler (and so add its job)
+// even when no other cell asks for it.
+func buildReconciler(reconciler.Reconciler[*Rule]) {}

@@ -41,7 +41,7 @@ func ReconcilerConfig(table statedb.RWTable[*Route], target *Target) reconciler.
 // See package sysctl's Cell for a program that uses such a cell.
 var Cell = cell.Module("routes", "Desired routes, applied over rtnetlink",
 	cell.Provide(newTables, newCellTarget, ReconcilerConfig, registerReconciler),
-	cell.Invoke(func(reconciler.Reconciler[*Route]) {}),
+	cell.Invoke(buildReconciler),
 )
 
 // newTables creates the table and provides its two views.
@@ -68,3 +68,7 @@ func newCellTarget(cfg TargetConfig, lc cell.Lifecycle) (*Target, error) {
 func registerReconciler(p reconcilercell.Params, cfg reconciler.Config[*Route]) (reconciler.Reconciler[*Route], error) {
 	return reconcilercell.Register(p, cfg)
 }
+
+// buildReconciler makes the hive build the reconciler (and so add its job)
+// even when no other cell asks for it.
+func buildReconciler(reconciler.Reconciler[*Route]) {}

@@ -49,7 +49,7 @@ func ReconcilerConfig(table statedb.RWTable[*Sysctl], target *Target) reconciler
 //	)
 var Cell = cell.Module("sysctl", "Desired sysctls, written to /proc/sys",
 	cell.Provide(newTables, NewTarget, ReconcilerConfig, registerReconciler),
-	cell.Invoke(func(reconciler.Reconciler[*Sysctl]) {}),
+	cell.Invoke(buildReconciler),
 )
 
 // newTables creates the table and provides its two views.
@@ -65,3 +65,7 @@ func newTables(db *statedb.DB) (statedb.RWTable[*Sysctl], statedb.Table[*Sysctl]
 func registerReconciler(p reconcilercell.Params, cfg reconciler.Config[*Sysctl]) (reconciler.Reconciler[*Sysctl], error) {
 	return reconcilercell.Register(p, cfg)
 }
+
+// buildReconciler makes the hive build the reconciler (and so add its job)
+// even when no other cell asks for it.
+func buildReconciler(reconciler.Reconciler[*Sysctl]) {}

@@ -18,11 +18,15 @@
 //
 // The target reads before it writes and skips a write that would change
 // nothing, so a refresh of a converged system writes no file.
-// Before its first change of a key it records the value it found (in
-// memory, per key); Delete, and Prune for keys that are no longer desired,
-// write that value back and forget it. Keys the target never changed are
-// never touched, so Prune cannot undo settings made by others; a new target
-// (after a restart) owns nothing until it changes a key.
+// Before its first change of a key it records the value it found (per
+// key, in memory, and in TargetConfig.Originals when set: saved before the
+// write, so a crash cannot lose it); Delete, and Prune for keys that are
+// no longer desired, write that value back and then forget it. Keys the
+// target never changed are never touched, so Prune cannot undo settings
+// made by others. Without an OriginalStore a new target (after a restart)
+// owns nothing until it changes a key; with one, it loads the originals an
+// earlier target recorded at its first operation and restores them as its
+// own.
 //
 // Every file access runs inside TargetConfig.NetNS (a path such as
 // /var/run/netns/blue or /proc/PID/ns/net, or a name under /var/run/netns;

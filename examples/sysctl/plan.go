@@ -60,7 +60,9 @@ func (t *Target) PlanDelete(ctx context.Context, _ statedb.ReadTxn, obj *Sysctl)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	t.mu.Lock()
+	if err := t.lockLoaded(); err != nil {
+		return nil, err
+	}
 	defer t.mu.Unlock()
 	return t.planRestore(obj.Name)
 }
@@ -74,7 +76,9 @@ func (t *Target) PlanPrune(ctx context.Context, _ statedb.ReadTxn, desired iter.
 	for obj := range desired {
 		want[obj.Name] = struct{}{}
 	}
-	t.mu.Lock()
+	if err := t.lockLoaded(); err != nil {
+		return nil, err
+	}
 	defer t.mu.Unlock()
 	var stale []string
 	for name := range t.original {

@@ -37,6 +37,28 @@ type TargetConfig struct {
 	// whenever the target must not change the host (the example agent's
 	// sandbox). Such a key is then a terminal error on its object.
 	NetworkOnly bool
+	// Originals, when set, keeps the original values durably: the target
+	// loads what an earlier target (an earlier run of the program)
+	// recorded at its first operation (so the store may be opened after
+	// NewTarget, at a program's start), so that Delete and Prune restore
+	// keys it changed; each original is saved before the key is first
+	// written and forgotten only after it was restored. nil keeps them in
+	// memory only. A failing load is the error of each operation until
+	// one succeeds.
+	Originals OriginalStore
+}
+
+// OriginalStore is a durable record of original sysctl values (see
+// TargetConfig.Originals). The Target calls it with its lock held, one
+// call at a time.
+type OriginalStore interface {
+	// LoadOriginals returns every recorded original, by name.
+	LoadOriginals() (map[string]string, error)
+	// SaveOriginal records the original value of name; it must be durable
+	// when it returns.
+	SaveOriginal(name, value string) error
+	// ForgetOriginal drops the record of name.
+	ForgetOriginal(name string) error
 }
 
 // Target writes desired sysctls to the sysctl tree. It implements
@@ -52,9 +74,12 @@ type Target struct {
 
 	mu sync.Mutex
 	// original holds, per name, the value found before the target's first
-	// change of that key. An entry exists exactly while the key carries a
-	// value the target wrote.
+	// change of that key (by this target or, with a store, an earlier
+	// one). An entry exists from just before the first write of the key
+	// until its original is restored; store mirrors it.
 	original map[string]string
+	store    OriginalStore
+	loaded   bool // store's originals are in original
 }
 
 var _ reconciler.Target[*Sysctl] = (*Target)(nil)
@@ -75,7 +100,28 @@ func NewTarget(cfg TargetConfig) (*Target, error) {
 		networkOnly: cfg.NetworkOnly,
 		writeFile:   writeKey,
 		original:    map[string]string{},
+		store:       cfg.Originals,
+		loaded:      cfg.Originals == nil,
 	}, nil
+}
+
+// lockLoaded locks t.mu and loads the store's originals if not yet done.
+// On error t.mu is unlocked.
+func (t *Target) lockLoaded() error {
+	t.mu.Lock()
+	if t.loaded {
+		return nil
+	}
+	m, err := t.store.LoadOriginals()
+	if err != nil {
+		t.mu.Unlock()
+		return fmt.Errorf("sysctl target: loading the recorded original values: %w", err)
+	}
+	for k, v := range m {
+		t.original[k] = v
+	}
+	t.loaded = true
+	return nil
 }
 
 // Update writes obj's value unless the key already has it (compared with
@@ -91,7 +137,9 @@ func (t *Target) Update(ctx context.Context, _ statedb.ReadTxn, obj *Sysctl) err
 	if err := obj.Validate(); err != nil {
 		return reconciler.Terminal(err)
 	}
-	t.mu.Lock()
+	if err := t.lockLoaded(); err != nil {
+		return err
+	}
 	defer t.mu.Unlock()
 	return t.set(obj.Name, obj.Value, true)
 }
@@ -104,7 +152,9 @@ func (t *Target) Delete(ctx context.Context, _ statedb.ReadTxn, obj *Sysctl) err
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	t.mu.Lock()
+	if err := t.lockLoaded(); err != nil {
+		return err
+	}
 	defer t.mu.Unlock()
 	return t.restore(obj.Name)
 }
@@ -117,7 +167,9 @@ func (t *Target) Prune(ctx context.Context, _ statedb.ReadTxn, desired iter.Seq2
 	for obj := range desired {
 		want[obj.Name] = struct{}{}
 	}
-	t.mu.Lock()
+	if err := t.lockLoaded(); err != nil {
+		return err
+	}
 	defer t.mu.Unlock()
 	var stale []string
 	for name := range t.original {
@@ -137,9 +189,12 @@ func (t *Target) Prune(ctx context.Context, _ statedb.ReadTxn, desired iter.Seq2
 }
 
 // Originals returns a copy of the recorded original values of the keys the
-// target has changed, by name: what Delete and Prune would restore.
+// target has changed (or an earlier target with the same store), by name:
+// what Delete and Prune would restore.
 func (t *Target) Originals() map[string]string {
-	t.mu.Lock()
+	if t.lockLoaded() != nil {
+		t.mu.Lock() // what is known in memory
+	}
 	defer t.mu.Unlock()
 	m := make(map[string]string, len(t.original))
 	for k, v := range t.original {
@@ -159,6 +214,11 @@ func (t *Target) restore(name string) error {
 	if err == nil || errors.Is(err, errUnknownKey) {
 		// Gone keys (an interface that was removed) have nothing left to
 		// restore.
+		if t.store != nil {
+			if err := t.store.ForgetOriginal(name); err != nil {
+				return fmt.Errorf("sysctl %s: restored, but forgetting its original failed: %w", name, err)
+			}
+		}
 		delete(t.original, name)
 		return nil
 	}
@@ -166,7 +226,9 @@ func (t *Target) restore(name string) error {
 }
 
 // set writes value to name unless it is there already. With record, the
-// value found before the first change is kept in t.original. t.mu is held.
+// value found before the first change is kept in t.original, and saved in
+// the store before the write, so that a crash right after the write
+// cannot lose it. t.mu is held.
 func (t *Target) set(name, value string, record bool) error {
 	path, err := t.path(name)
 	if err != nil {
@@ -180,11 +242,17 @@ func (t *Target) set(name, value string, record bool) error {
 		if readable && normalize(cur) == normalize(value) {
 			return nil
 		}
+		if _, seen := t.original[name]; record && readable && !seen {
+			orig := strings.TrimRight(cur, "\n")
+			if t.store != nil {
+				if err := t.store.SaveOriginal(name, orig); err != nil {
+					return fmt.Errorf("sysctl %s: recording its original value %q: %w", name, orig, err)
+				}
+			}
+			t.original[name] = orig
+		}
 		if err := t.writeFile(path, value); err != nil {
 			return classify(name, "writing", path, err)
-		}
-		if _, seen := t.original[name]; record && readable && !seen {
-			t.original[name] = strings.TrimRight(cur, "\n")
 		}
 		return nil
 	})

@@ -201,3 +201,82 @@ func TestNetworkOnly(t *testing.T) {
 		t.Fatal("TargetConfig.NetworkOnly not applied")
 	}
 }
+
+// memStore is an OriginalStore in memory that counts its calls.
+type memStore struct {
+	m              map[string]string
+	saves, forgets int
+	failLoad       error
+}
+
+func (s *memStore) LoadOriginals() (map[string]string, error) {
+	if s.failLoad != nil {
+		return nil, s.failLoad
+	}
+	c := map[string]string{}
+	for k, v := range s.m {
+		c[k] = v
+	}
+	return c, nil
+}
+func (s *memStore) SaveOriginal(name, value string) error { s.saves++; s.m[name] = value; return nil }
+func (s *memStore) ForgetOriginal(name string) error      { s.forgets++; delete(s.m, name); return nil }
+
+// With an OriginalStore, the original is saved before the first write, a
+// new target (a restarted program) restores what an earlier one changed,
+// and the record goes once restored.
+func TestOriginalStore(t *testing.T) {
+	first, root, _ := fakeRoot(t, map[string]string{"net.ipv4.ip_forward": "0", "net.ipv4.conf.all.rp_filter": "2"})
+	store := &memStore{m: map[string]string{}}
+	first.store = store
+	first.writeFile = func(path, value string) error {
+		if _, ok := store.m["net.ipv4.ip_forward"]; !ok {
+			t.Errorf("write of %s before its original was saved", path)
+		}
+		return writeKey(path, value)
+	}
+	ctx := context.Background()
+	if err := first.Update(ctx, nil, &Sysctl{Name: "net.ipv4.ip_forward", Value: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Update(ctx, nil, &Sysctl{Name: "net.ipv4.ip_forward", Value: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if store.saves != 1 || store.m["net.ipv4.ip_forward"] != "0" {
+		t.Fatalf("store after two updates: %d saves, %v; want 1 save of the original 0", store.saves, store.m)
+	}
+
+	// "Restart": a new target on the same store; its own Update must not
+	// take the first run's value for the original.
+	second := mustTarget(t, TargetConfig{ProcSysRoot: root, Originals: store})
+	if got := second.Originals(); got["net.ipv4.ip_forward"] != "0" || len(got) != 1 {
+		t.Fatalf("loaded originals %v", got)
+	}
+	if err := second.Update(ctx, nil, &Sysctl{Name: "net.ipv4.ip_forward", Value: "1"}); err != nil || store.saves != 1 {
+		t.Fatalf("update after restart: %v, %d saves", err, store.saves)
+	}
+	if err := second.Prune(ctx, nil, func(func(*Sysctl, statedb.Revision) bool) {}); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFake(t, root, "net.ipv4.ip_forward"); got != "0\n" {
+		t.Fatalf("ip_forward after prune = %q, want the original 0", got)
+	}
+	if store.forgets != 1 || len(store.m) != 0 {
+		t.Fatalf("store after restore: %d forgets, %v", store.forgets, store.m)
+	}
+
+	// The store is read at the first operation, not by NewTarget: a
+	// failing load fails operations until it works.
+	store.failLoad = errors.New("disk on fire")
+	third := mustTarget(t, TargetConfig{ProcSysRoot: root, Originals: store})
+	if err := third.Update(ctx, nil, &Sysctl{Name: "net.ipv4.ip_forward", Value: "1"}); !errors.Is(err, store.failLoad) {
+		t.Fatalf("Update with a failing store: %v", err)
+	}
+	if got := readFake(t, root, "net.ipv4.ip_forward"); got != "0\n" {
+		t.Fatalf("ip_forward written without its original recorded: %q", got)
+	}
+	store.failLoad = nil
+	if err := third.Update(ctx, nil, &Sysctl{Name: "net.ipv4.ip_forward", Value: "1"}); err != nil || store.m["net.ipv4.ip_forward"] != "0" {
+		t.Fatalf("Update once the store works: %v, %v", err, store.m)
+	}
+}

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/steadystate/steadystate/index"
+	"github.com/steadystate/steadystate/reconciler"
+	"github.com/steadystate/steadystate/statedb"
+)
+
+// recorded wraps a reconciler's target so that the state record's
+// applied/TABLE bucket holds what the target applied: an object is put
+// after its Update succeeded, removed after its Delete succeeded, and a
+// Prune that succeeded trims the bucket to the desired objects. A failure
+// to record is the operation's error (retried), so the record never
+// misses an object the reconciler counts as Done. The wrapper keeps the
+// target's optional interfaces (reconciler.Planner, reconciler.BatchTarget):
+// see recordTarget.
+type recorded[Obj any] struct {
+	inner  reconciler.Target[Obj]
+	rec    *stateRecord
+	bucket []byte
+	key    func(Obj) index.Key
+	log    *slog.Logger // "Removed" lines, after the delete succeeded
+}
+
+// recordTarget wraps inner (see recorded) for table, keeping whichever of
+// Planner and BatchTarget inner implements. It logs each object removed
+// once its delete succeeded (at Debug in a batch of more than
+// smallChangeSet).
+func recordTarget[Obj any](inner reconciler.Target[Obj], rec *stateRecord, table string, key func(Obj) index.Key, log *slog.Logger) reconciler.Target[Obj] {
+	r := &recorded[Obj]{inner: inner, rec: rec, bucket: appliedBucket(table), key: key, log: log}
+	p, isPlanner := inner.(reconciler.Planner[Obj])
+	b, isBatch := inner.(reconciler.BatchTarget[Obj])
+	switch {
+	case isPlanner && isBatch:
+		return &recordedPlannerBatch[Obj]{r, planner[Obj]{p}, batcher[Obj]{r, b}}
+	case isPlanner:
+		return &recordedPlanner[Obj]{r, planner[Obj]{p}}
+	case isBatch:
+		return &recordedBatch[Obj]{r, batcher[Obj]{r, b}}
+	}
+	return r
+}
+
+type (
+	recordedPlanner[Obj any] struct {
+		*recorded[Obj]
+		planner[Obj]
+	}
+	recordedBatch[Obj any] struct {
+		*recorded[Obj]
+		batcher[Obj]
+	}
+	recordedPlannerBatch[Obj any] struct {
+		*recorded[Obj]
+		planner[Obj]
+		batcher[Obj]
+	}
+)
+
+// Update implements reconciler.Target.
+func (r *recorded[Obj]) Update(ctx context.Context, txn statedb.ReadTxn, obj Obj) error {
+	if err := r.inner.Update(ctx, txn, obj); err != nil {
+		return err
+	}
+	return r.record([]Obj{obj}, nil)
+}
+
+// Delete implements reconciler.Target.
+func (r *recorded[Obj]) Delete(ctx context.Context, txn statedb.ReadTxn, obj Obj) error {
+	if err := r.inner.Delete(ctx, txn, obj); err != nil {
+		return err
+	}
+	r.log.Info("Removed " + describe(obj))
+	return r.record(nil, []Obj{obj})
+}
+
+// Prune implements reconciler.Target.
+func (r *recorded[Obj]) Prune(ctx context.Context, txn statedb.ReadTxn, desired iter.Seq2[Obj, statedb.Revision]) error {
+	keep := map[string]bool{}
+	complete := false
+	seen := func(yield func(Obj, statedb.Revision) bool) {
+		for obj, rev := range desired {
+			keep[string(r.key(obj))] = true
+			if !yield(obj, rev) {
+				return
+			}
+		}
+		complete = true
+	}
+	if err := r.inner.Prune(ctx, txn, seen); err != nil || !complete {
+		return err
+	}
+	return r.rec.update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(r.bucket)
+		if b == nil {
+			return nil
+		}
+		var stale [][]byte
+		err := b.ForEach(func(k, _ []byte) error {
+			if !keep[string(k)] {
+				stale = append(stale, append([]byte(nil), k...))
+			}
+			return nil
+		})
+		for _, k := range stale {
+			err = errors.Join(err, b.Delete(k))
+		}
+		return err
+	})
+}
+
+// record puts applied and removes deleted, in one transaction.
+func (r *recorded[Obj]) record(applied, deleted []Obj) error {
+	if len(applied) == 0 && len(deleted) == 0 {
+		return nil
+	}
+	err := r.rec.update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(r.bucket)
+		if err != nil {
+			return err
+		}
+		for _, obj := range applied {
+			v, err := json.Marshal(obj)
+			if err != nil {
+				return err
+			}
+			if err := b.Put(r.key(obj), v); err != nil {
+				return err
+			}
+		}
+		for _, obj := range deleted {
+			if err := b.Delete(r.key(obj)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("recording in %s: %w", r.rec.dir, err)
+	}
+	return nil
+}
+
+// planner forwards reconciler.Planner: a plan changes nothing, so there is
+// nothing to record.
+type planner[Obj any] struct{ p reconciler.Planner[Obj] }
+
+func (p planner[Obj]) PlanUpdate(ctx context.Context, txn statedb.ReadTxn, obj Obj) (reconciler.Plan, error) {
+	return p.p.PlanUpdate(ctx, txn, obj)
+}
+
+func (p planner[Obj]) PlanDelete(ctx context.Context, txn statedb.ReadTxn, obj Obj) (reconciler.Plan, error) {
+	return p.p.PlanDelete(ctx, txn, obj)
+}
+
+func (p planner[Obj]) PlanPrune(ctx context.Context, txn statedb.ReadTxn, desired iter.Seq2[Obj, statedb.Revision]) (reconciler.Plan, error) {
+	return p.p.PlanPrune(ctx, txn, desired)
+}
+
+// batcher forwards reconciler.BatchTarget and records the entries that
+// succeeded, in one transaction per batch; an entry whose record fails
+// gets that error.
+type batcher[Obj any] struct {
+	r *recorded[Obj]
+	b reconciler.BatchTarget[Obj]
+}
+
+func (b batcher[Obj]) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[Obj]) {
+	b.b.UpdateBatch(ctx, txn, batch)
+	b.recordBatch(batch, true)
+}
+
+func (b batcher[Obj]) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[Obj]) {
+	b.b.DeleteBatch(ctx, txn, batch)
+	b.recordBatch(batch, false)
+}
+
+func (b batcher[Obj]) recordBatch(batch []reconciler.BatchEntry[Obj], applied bool) {
+	var ok []Obj
+	for _, e := range batch {
+		if e.Result == nil {
+			ok = append(ok, e.Object)
+		}
+	}
+	var err error
+	if applied {
+		err = b.r.record(ok, nil)
+	} else {
+		level := slog.LevelInfo
+		if len(ok) > smallChangeSet {
+			level = slog.LevelDebug
+		}
+		for _, obj := range ok {
+			b.r.log.Log(context.Background(), level, "Removed "+describe(obj))
+		}
+		err = b.r.record(nil, ok)
+	}
+	if err == nil {
+		return
+	}
+	for i := range batch {
+		if batch[i].Result == nil {
+			batch[i].Result = err
+		}
+	}
+}

@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/steadystate/steadystate/hive/cell"
+
+	"github.com/steadystate/steadystate/examples/sysctl"
+)
+
+// The agent's durable record (--state-dir): a bbolt database,
+// STATEDIR/agent.db, that survives restarts and crashes, with
+//
+//	sysctl-originals   name -> the value found before the agent first
+//	                   changed it (sysctl.OriginalStore): saved before the
+//	                   write, dropped after the restore, so that a
+//	                   restarted agent restores what an earlier run changed
+//	applied/TABLE      primary key -> the object (JSON) as last applied by
+//	                   that table's target, dropped when the target deleted
+//	                   it (see recordedTarget): what the agent changed, for
+//	                   `agent status` and for a restarted agent to know
+//
+// Every write is one bbolt transaction, synced before it returns. The
+// database is locked while open (flock); a second agent on the same state
+// directory waits stateOpenTimeout and fails naming it.
+//
+// The default directory is one per managed namespace: STATEROOT/NS with
+// NS as for the socket ("host", "netns-NAME"); STATEROOT is
+// /var/lib/steadystate/agent for root, else $XDG_STATE_HOME/steadystate-agent
+// or ~/.local/state/steadystate-agent. A sandbox's record ends with it: it
+// is RUNDIR/sandbox-PID (see leftovers.go), removed at stop and swept when
+// the PID is dead.
+
+// stateOpenTimeout is how long opening the record waits for another agent
+// to let go of it.
+const stateOpenTimeout = 2 * time.Second
+
+var bucketOriginals = []byte("sysctl-originals")
+
+// errStateBusy is the error of a state directory another agent holds.
+var errStateBusy = errors.New("the state directory is in use by another agent")
+
+// stateRoot is STATEROOT above.
+func stateRoot() string {
+	if os.Geteuid() == 0 && os.Getenv(envSandboxed) == "" {
+		return "/var/lib/steadystate/agent"
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "steadystate-agent")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "steadystate-agent")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("steadystate-agent-state-%d", os.Getuid()))
+}
+
+// defaultStateDir is the default --state-dir for --netns netnsFlag in the
+// process pid.
+func defaultStateDir(netnsFlag string, pid int) string {
+	if netnsFlag == netnsSandbox {
+		return filepath.Join(runDir(), sandboxStatePrefix+strconv.Itoa(pid))
+	}
+	return filepath.Join(stateRoot(), nsFileName(netnsFlag))
+}
+
+// sandboxStatePrefix starts the name of a sandbox's state directory.
+const sandboxStatePrefix = "sandbox-"
+
+// isSandboxStateDir reports whether dir is named as a sandbox's default
+// state directory (sandbox-PID).
+func isSandboxStateDir(dir string) bool {
+	pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(dir), sandboxStatePrefix))
+	return strings.HasPrefix(filepath.Base(dir), sandboxStatePrefix) && err == nil && pid > 0
+}
+
+// stateRecord is the record. It is opened by the hive's start (so that
+// `agent run cells` or a failing flag never touch it) and closed at stop;
+// a sandbox's directory is removed then.
+type stateRecord struct {
+	db  *bolt.DB
+	dir string
+}
+
+// newStateRecord returns the record of cfg's namespace, to be opened at
+// start.
+func newStateRecord(cfg AgentConfig, lc cell.Lifecycle, log *slog.Logger) *stateRecord {
+	s := &stateRecord{dir: cfg.StateDirPath()}
+	// A sandbox's own directory (by default, or handed down by the
+	// unprivileged parent) goes with it; one the user named stays.
+	sandbox := cfg.NetNS == netnsSandbox && isSandboxStateDir(s.dir)
+	lc.Append(cell.Hook{
+		OnStart: func(context.Context) error {
+			opened, err := openState(s.dir)
+			if err != nil {
+				return err
+			}
+			s.db = opened.db
+			log.Info("State record opened", "dir", s.dir)
+			return nil
+		},
+		OnStop: func(context.Context) error {
+			if s.db == nil {
+				return nil
+			}
+			err := s.db.Close()
+			if sandbox {
+				err = errors.Join(err, os.RemoveAll(s.dir))
+			}
+			return err
+		},
+	})
+	return s
+}
+
+// openState opens (creating) dir/agent.db.
+func openState(dir string) (*stateRecord, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("--state-dir %s: %w", dir, err)
+	}
+	path := filepath.Join(dir, "agent.db")
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: stateOpenTimeout})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, fmt.Errorf("--state-dir %s: %w (%s stayed locked for %v)", dir, errStateBusy, path, stateOpenTimeout)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--state-dir %s: opening %s: %w", dir, path, err)
+	}
+	return &stateRecord{db: db, dir: dir}, nil
+}
+
+// errStateNotOpen is the error of a record used before the hive started.
+var errStateNotOpen = errors.New("the state record is not open yet")
+
+// update runs fn in a read-write transaction, committed and synced.
+func (s *stateRecord) update(fn func(*bolt.Tx) error) error {
+	if s.db == nil {
+		return fmt.Errorf("%s: %w", s.dir, errStateNotOpen)
+	}
+	return s.db.Update(fn)
+}
+
+// view runs fn in a read-only transaction.
+func (s *stateRecord) view(fn func(*bolt.Tx) error) error {
+	if s.db == nil {
+		return fmt.Errorf("%s: %w", s.dir, errStateNotOpen)
+	}
+	return s.db.View(fn)
+}
+
+var _ sysctl.OriginalStore = (*stateRecord)(nil)
+
+// LoadOriginals implements sysctl.OriginalStore.
+func (s *stateRecord) LoadOriginals() (map[string]string, error) {
+	m := map[string]string{}
+	err := s.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketOriginals)
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			m[string(k)] = string(v)
+			return nil
+		})
+	})
+	return m, err
+}
+
+// SaveOriginal implements sysctl.OriginalStore.
+func (s *stateRecord) SaveOriginal(name, value string) error {
+	return s.put(bucketOriginals, []byte(name), []byte(value))
+}
+
+// ForgetOriginal implements sysctl.OriginalStore.
+func (s *stateRecord) ForgetOriginal(name string) error {
+	return s.delete(bucketOriginals, []byte(name))
+}
+
+func appliedBucket(table string) []byte { return []byte("applied/" + table) }
+
+// put sets key in bucket, creating the bucket.
+func (s *stateRecord) put(bucket, key, value []byte) error {
+	return s.update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucket)
+		if err != nil {
+			return err
+		}
+		return b.Put(key, value)
+	})
+}
+
+// delete removes key from bucket; a missing one is not an error.
+func (s *stateRecord) delete(bucket, key []byte) error {
+	return s.update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucket)
+		if b == nil {
+			return nil
+		}
+		return b.Delete(key)
+	})
+}
+
+// applied returns the objects recorded as applied in table, by key.
+func (s *stateRecord) applied(table string) (map[string][]byte, error) {
+	m := map[string][]byte{}
+	err := s.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(appliedBucket(table))
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			m[string(k)] = append([]byte(nil), v...)
+			return nil
+		})
+	})
+	return m, err
+}
