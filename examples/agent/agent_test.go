@@ -382,6 +382,11 @@ func TestAgentEndToEnd(t *testing.T) {
 	if err != nil || !strings.Contains(out, "sysctls") || !strings.Contains(out, "iptables-rules") {
 		t.Fatalf("db tables: %v\n%s", err, out)
 	}
+	// Which desired route covers an address: the routes' LPM index.
+	out, err = a.cli("db", "lpm", "routes", "covering", "192.0.2.77")
+	if err != nil || !strings.Contains(out, "192.0.2.0/24") {
+		t.Fatalf("db lpm routes covering 192.0.2.77: %v\n%s", err, out)
+	}
 
 	// Edit the file: a route goes, one comes, a rule changes.
 	if err := writeFile(t, desired, []byte(desiredV2), 0o644); err != nil {

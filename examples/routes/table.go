@@ -1,6 +1,8 @@
 package routes
 
 import (
+	"net/netip"
+
 	"github.com/steadystate/steadystate/index"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/statedb"
@@ -33,9 +35,41 @@ var PrimaryIndex = statedb.Index[*Route, RouteKey]{
 // write also updates it.
 var StatusIndex = reconciler.StatusIndex((*Route).GetStatus)
 
+// CoveringIndex is a longest-prefix-match index on the routes' prefixes,
+// over every routing table: Lookup answers "which desired route covers
+// this address" per routing table with it, and `agent db lpm routes
+// covering ADDRESS` across tables. Routes may overlap (10.0.0.0/8 beside
+// 10.1.0.0/16, or one prefix in two routing tables); only routes with the
+// same key (prefix, table, metric) conflict, which the primary index
+// refuses.
+var CoveringIndex = statedb.LPMIndex[*Route]{
+	Name:       "covering",
+	FromObject: func(r *Route) []netip.Prefix { return []netip.Prefix{r.Prefix} },
+}
+
+// Lookup returns the desired route of routing table rtTable (0: main) that
+// covers addr with the longest prefix (the lowest metric among routes of
+// that prefix), as the kernel would choose among the desired routes.
+func Lookup(txn statedb.ReadTxn, routes statedb.Table[*Route], addr netip.Addr, rtTable int) (*Route, bool) {
+	want := effectiveTable(rtTable)
+	var best *Route
+	for r := range routes.Matches(txn, CoveringIndex.Query(addr)) {
+		if effectiveTable(r.Table) != want {
+			continue
+		}
+		if best != nil && best.Prefix.Bits() > r.Prefix.Bits() {
+			break // matches come longest first: no better one follows
+		}
+		if best == nil || effectiveMetric(r.Prefix, r.Metric) < effectiveMetric(best.Prefix, best.Metric) {
+			best = r
+		}
+	}
+	return best, best != nil
+}
+
 // NewTable creates the routes table in db with PrimaryIndex, StatusIndex
 // and the further secondary indexes given. Errors are those of
 // statedb.NewTable (for example a second table named TableName).
 func NewTable(db *statedb.DB, secondary ...statedb.Indexer[*Route]) (statedb.RWTable[*Route], error) {
-	return statedb.NewTable(db, TableName, PrimaryIndex, append([]statedb.Indexer[*Route]{StatusIndex}, secondary...)...)
+	return statedb.NewTable(db, TableName, PrimaryIndex, append([]statedb.Indexer[*Route]{StatusIndex, CoveringIndex}, secondary...)...)
 }

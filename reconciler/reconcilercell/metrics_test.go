@@ -43,20 +43,24 @@ func TestPrometheusMetrics(t *testing.T) {
 	const full = `steadystate_reconciler_full_reconciliation_duration_seconds{reconciler="rec",result="ok",table="routes"}`
 	target.WaitUntil(t, "a prune", func() bool { return target.Count(reconciler.OpPrune, "") == 1 })
 	eventually(t, "the full reconciliation's metrics", func() bool { return gather(t, reg)[full] == 1 })
+	// A good prune retries the failing objects at once: bad fails again
+	// and waits for its next retry, an hour away.
+	const failed = `steadystate_reconciler_operations_total{operation="update",reconciler="rec",result="error",table="routes"}`
+	const queued = `steadystate_reconciler_queued_retries{reconciler="rec",table="routes"}`
+	eventually(t, "bad retried after the prune", func() bool { m := gather(t, reg); return m[failed] == 2 && m[queued] == 1 })
 
-	// The prune refreshes nothing (refresh is by age, RefreshInterval);
-	// bad waits for its retry, an hour away; a is gone. No operation is
-	// running or stuck.
+	// The prune refreshes nothing (refresh is by age, RefreshInterval); a
+	// is gone. No operation is running or stuck.
 	want := map[string]float64{
-		`steadystate_reconciler_operations_total{operation="update",reconciler="rec",result="ok",table="routes"}`:    2,
-		`steadystate_reconciler_operations_total{operation="update",reconciler="rec",result="error",table="routes"}`: 1,
-		`steadystate_reconciler_operations_total{operation="delete",reconciler="rec",result="ok",table="routes"}`:    1,
-		`steadystate_reconciler_operation_duration_seconds{operation="update",reconciler="rec",table="routes"}`:      3,
-		`steadystate_reconciler_operation_duration_seconds{operation="delete",reconciler="rec",table="routes"}`:      1,
-		`steadystate_reconciler_workers_busy{reconciler="rec",table="routes"}`:                                       0,
-		`steadystate_reconciler_stuck_operations{reconciler="rec",table="routes"}`:                                   0,
-		`steadystate_reconciler_queued_retries{reconciler="rec",table="routes"}`:                                     1,
-		`steadystate_reconciler_prune_duration_seconds{reconciler="rec",result="ok",table="routes"}`:                 1,
+		`steadystate_reconciler_operations_total{operation="update",reconciler="rec",result="ok",table="routes"}`: 2,
+		failed: 2,
+		`steadystate_reconciler_operations_total{operation="delete",reconciler="rec",result="ok",table="routes"}`: 1,
+		`steadystate_reconciler_operation_duration_seconds{operation="update",reconciler="rec",table="routes"}`:   4,
+		`steadystate_reconciler_operation_duration_seconds{operation="delete",reconciler="rec",table="routes"}`:   1,
+		`steadystate_reconciler_workers_busy{reconciler="rec",table="routes"}`:                                    0,
+		`steadystate_reconciler_stuck_operations{reconciler="rec",table="routes"}`:                                0,
+		queued: 1,
+		`steadystate_reconciler_prune_duration_seconds{reconciler="rec",result="ok",table="routes"}`: 1,
 		full: 1,
 		`steadystate_reconciler_objects{reconciler="rec",status="Pending",table="routes"}`:    0,
 		`steadystate_reconciler_objects{reconciler="rec",status="Refreshing",table="routes"}`: 0,
