@@ -73,7 +73,7 @@ func (r *reconciler[Obj]) processRound(ctx context.Context, txn statedb.ReadTxn,
 			if tracking {
 				r.forget(r.keyOf(w))
 			}
-			if refresh && len(w.plan) > 0 {
+			if (refresh || w.refresh) && len(w.plan) > 0 {
 				r.cfg.Logger.Info("Drift repaired", "object", describe(r.cfg.Table, w.obj), "changes", w.plan.String())
 				r.cfg.Metrics.DriftRepaired(r.cfg.Name, r.tableName, 1)
 			}
@@ -89,7 +89,7 @@ func (r *reconciler[Obj]) processRound(ctx context.Context, txn statedb.ReadTxn,
 			} else {
 				delete(r.terminal, key)
 				r.retries.add(&retryItem[Obj]{
-					key: key, obj: w.obj, rev: w.rev, deleted: w.deleted,
+					key: key, obj: w.obj, rev: w.rev, deleted: w.deleted, refresh: refresh || w.refresh,
 					attempts: w.attempts + 1, err: w.err,
 					at: now.Add(backoff(w.attempts+1, r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax)),
 				})
@@ -205,7 +205,7 @@ func (r *reconciler[Obj]) processRetries(ctx context.Context) {
 		case it.deleted && !found:
 			round = append(round, work[Obj]{obj: it.obj, rev: it.rev, deleted: true, key: it.key, attempts: it.attempts})
 		case !it.deleted && found && r.retryable(it, cur):
-			round = append(round, work[Obj]{obj: cur, rev: rev, key: it.key, attempts: it.attempts})
+			round = append(round, work[Obj]{obj: cur, rev: rev, key: it.key, attempts: it.attempts, refresh: it.refresh})
 		}
 	}
 	if len(round) > 0 {

@@ -69,6 +69,7 @@ type work[Obj any] struct {
 	deleted  bool
 	key      string // primary key; computed only when needed
 	attempts int    // failed attempts so far
+	refresh  bool   // a refresh (or the retry of one): drift it repairs is counted
 	err      error  // outcome of this attempt
 	skipped  bool   // the plan was empty: nothing written
 	plan     Plan   // what the operation changed (Planner targets)

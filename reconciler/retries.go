@@ -14,6 +14,7 @@ type retryItem[Obj any] struct {
 	obj      Obj    // the object as last attempted
 	rev      statedb.Revision
 	deleted  bool // a Delete to retry; otherwise an Update
+	refresh  bool // the Update was a refresh: drift it repairs is counted
 	attempts int
 	at       time.Time // when to retry
 	err      error     // the last failure
