@@ -325,8 +325,10 @@ func TestRefreshCost(t *testing.T) {
 		if got := calls.n.Load(); got > 500 {
 			t.Fatalf("%d GetObjectStatus calls in 1.5 s for 3 objects refreshed once per second: spinning", got)
 		}
-		if n := f.target.Count(reconciler.OpUpdate, ""); n < 4 || n > 6 {
-			t.Fatalf("%d Updates: want the 3 first ones and 1 or 2 refreshes at 1 per second", n)
+		// The 3 first Updates and, at 1 per second, at most 3 refreshes in
+		// 1.5 s (usually 2; fewer on a loaded machine).
+		if n := f.target.Count(reconciler.OpUpdate, ""); n < 3 || n > 6 {
+			t.Fatalf("%d Updates: want the 3 first ones and at most 3 refreshes at 1 per second", n)
 		}
 	})
 }
