@@ -18,7 +18,9 @@ import (
 // recorded wraps a reconciler's target so that the state record's
 // applied/TABLE bucket holds what the target applied: an object is put
 // after its Update succeeded, removed after its Delete succeeded, and a
-// Prune that succeeded trims the bucket to the desired objects. A failure
+// Prune that succeeded deletes (with the target's Delete) and forgets what
+// the record holds but is no longer desired, so that a restarted agent
+// removes what an earlier run applied even without ownership marks. A failure
 // to record is the operation's error (retried), so the record never
 // misses an object the reconciler counts as Done. The wrapper keeps the
 // target's optional interfaces (reconciler.Planner, reconciler.BatchTarget):
@@ -26,6 +28,7 @@ import (
 type recorded[Obj any] struct {
 	inner  reconciler.Target[Obj]
 	rec    *stateRecord
+	table  string
 	bucket []byte
 	key    func(Obj) index.Key
 	log    *slog.Logger // "Removed" lines, after the delete succeeded
@@ -36,7 +39,7 @@ type recorded[Obj any] struct {
 // once its delete succeeded (at Debug in a batch of more than
 // smallChangeSet).
 func recordTarget[Obj any](inner reconciler.Target[Obj], rec *stateRecord, table string, key func(Obj) index.Key, log *slog.Logger) reconciler.Target[Obj] {
-	r := &recorded[Obj]{inner: inner, rec: rec, bucket: appliedBucket(table), key: key, log: log}
+	r := &recorded[Obj]{inner: inner, rec: rec, table: table, bucket: appliedBucket(table), key: key, log: log}
 	p, isPlanner := inner.(reconciler.Planner[Obj])
 	b, isBatch := inner.(reconciler.BatchTarget[Obj])
 	switch {
@@ -99,23 +102,34 @@ func (r *recorded[Obj]) Prune(ctx context.Context, txn statedb.ReadTxn, desired 
 	if err := r.inner.Prune(ctx, txn, seen); err != nil || !complete {
 		return err
 	}
-	return r.rec.update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(r.bucket)
-		if b == nil {
-			return nil
+	// What an earlier run applied and is no longer desired goes too, also
+	// where the target cannot recognise it as its own: each such object is
+	// deleted with the target's Delete (idempotent: a no-op for what the
+	// Prune removed already) before its record goes. A failed Delete keeps
+	// its record for the next prune.
+	var errs []error
+	stale, err := r.rec.applied(r.table)
+	if err != nil {
+		return fmt.Errorf("reading the record in %s: %w", r.rec.dir, err)
+	}
+	var gone []Obj
+	for k, v := range stale {
+		if keep[k] {
+			continue
 		}
-		var stale [][]byte
-		err := b.ForEach(func(k, _ []byte) error {
-			if !keep[string(k)] {
-				stale = append(stale, append([]byte(nil), k...))
-			}
-			return nil
-		})
-		for _, k := range stale {
-			err = errors.Join(err, b.Delete(k))
+		var obj Obj
+		if err := json.Unmarshal(v, &obj); err != nil {
+			errs = append(errs, fmt.Errorf("recorded object %q: %w", k, err))
+			continue
 		}
-		return err
-	})
+		if err := r.inner.Delete(ctx, txn, obj); err != nil {
+			errs = append(errs, fmt.Errorf("removing %s, applied by an earlier run: %w", describe(obj), err))
+			continue
+		}
+		r.log.Info("Removed " + describe(obj) + " (applied by an earlier run, no longer desired)")
+		gone = append(gone, obj)
+	}
+	return errors.Join(append(errs, r.record(nil, gone))...)
 }
 
 // record puts applied and removes deleted, in one transaction.

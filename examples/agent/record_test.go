@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/steadystate/steadystate/index"
+	"github.com/steadystate/steadystate/reconciler/reconcilertest"
+	"github.com/steadystate/steadystate/statedb"
+)
+
+// recObj is an object for the record tests.
+type recObj struct {
+	Name string `json:"name"`
+}
+
+// A restarted agent removes what an earlier run applied and is no longer
+// desired, with the target's Delete, even when the target's Prune cannot
+// tell it is its own; and forgets it only once it is gone.
+func TestRecordPrunesEarlierRun(t *testing.T) {
+	rec, err := openState(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.db.Close()
+	key := func(o *recObj) index.Key { return index.Key(o.Name) }
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx := context.Background()
+
+	// An earlier run applied a and b.
+	earlier := reconcilertest.NewTarget(func(o *recObj) string { return o.Name })
+	wrapped := recordTarget[*recObj](earlier, rec, "objs", key, log)
+	for _, n := range []string{"a", "b"} {
+		if err := wrapped.Update(ctx, nil, &recObj{Name: n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// This run's target knows nothing of them (a new process): its Prune
+	// removes nothing it does not see. Only a is desired now.
+	now := reconcilertest.NewTarget(func(o *recObj) string { return o.Name })
+	now.SetState("b", &recObj{Name: "b"}) // b is still in the real system
+	now.Inject("b", reconcilertest.Fault{Times: 1})
+	wrapped = recordTarget[*recObj](now, rec, "objs", key, log)
+	desired := func(yield func(*recObj, statedb.Revision) bool) { yield(&recObj{Name: "a"}, 1) }
+	if err := wrapped.Prune(ctx, nil, desired); err == nil {
+		t.Fatal("a prune whose Delete of b failed reported no error")
+	}
+	if m, _ := rec.applied("objs"); len(m) != 2 {
+		t.Fatalf("record after the failed delete: %v, want a and b (b kept for the next prune)", m)
+	}
+	if err := wrapped.Prune(ctx, nil, desired); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := now.State()["b"]; ok {
+		t.Fatal("b, applied by the earlier run and no longer desired, is still in the real system")
+	}
+	if m, _ := rec.applied("objs"); len(m) != 1 || m["a"] == nil {
+		t.Fatalf("record after the prune: %v, want a only", m)
+	}
+	if n := now.Count("delete", "b"); n != 2 {
+		t.Fatalf("%d Deletes of b, want 2 (the failed one and the retry)", n)
+	}
+}
