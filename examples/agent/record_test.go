@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/steadystate/steadystate/index"
@@ -62,5 +63,15 @@ func TestRecordPrunesEarlierRun(t *testing.T) {
 	}
 	if n := now.Count("delete", "b"); n != 2 {
 		t.Fatalf("%d Deletes of b, want 2 (the failed one and the retry)", n)
+	}
+}
+
+// The db command's help names the agent's tables and their indexes.
+func TestDBHelpNamesTables(t *testing.T) {
+	long := dbCommand().Long
+	for _, want := range []string{"sysctls", "routes", "iptables-rules", "covering"} {
+		if !strings.Contains(long, want) {
+			t.Errorf("db help lacks %q:\n%s", want, long)
+		}
 	}
 }
