@@ -53,8 +53,12 @@ func (def MetricsConfig) Flags(fs *pflag.FlagSet) {
 var MetricsServer = cell.Module("metrics", "Prometheus metrics and health over HTTP",
 	cell.Config(MetricsConfig{}),
 	cell.Provide(newMetricsEndpoint),
-	cell.Invoke(func(*MetricsEndpoint) {}),
+	cell.Invoke(startMetricsServer),
 )
+
+// startMetricsServer asks for the endpoint, so that it is built (and its
+// lifecycle hooks registered) even when no other cell uses it.
+func startMetricsServer(*MetricsEndpoint) {}
 
 // HTTPHandler is a handler that a cell adds to the hive's HTTP server (see
 // MetricsServer), beside /metrics and /healthz.

@@ -68,11 +68,9 @@ func rootCommand() *cobra.Command {
 // --netns host or NAME it reads the desired file again.
 func runCommand() *cobra.Command {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	var ns *Namespace
-	var cfg AgentConfig
-	var l *loader
+	var run runParts
 	h := hive.NewWithOptions(hive.Options{Logger: log, EnvPrefix: envPrefix},
-		append(agentCells(), cell.Invoke(func(n *Namespace, c AgentConfig, ld *loader) { ns, cfg, l = n, c, ld }))...)
+		append(agentCells(), cell.Invoke(run.take))...)
 	cmd := h.Command()
 	cmd.Use = "run"
 	cmd.Short = "Reconcile the desired-state file (in a private network namespace unless --netns says otherwise)"
@@ -80,6 +78,7 @@ func runCommand() *cobra.Command {
 		if err := h.Populate(); err != nil {
 			return err
 		}
+		ns, cfg, l := run.ns, run.cfg, run.l
 		// The file is required at start: an agent with nothing loaded
 		// would only wait (and, later, prune everything it finds).
 		if _, err := os.Stat(cfg.Desired); err != nil {
@@ -201,3 +200,14 @@ where NS is "sandbox", "host" or "netns-NAME".`,
 	}
 	return cmd
 }
+
+// runParts are what the run command needs from the populated hive.
+type runParts struct {
+	ns  *Namespace
+	cfg AgentConfig
+	l   *loader
+}
+
+// take keeps the parts: an Invoke of the hive, a named method so that
+// `run cells` shows what it is.
+func (p *runParts) take(n *Namespace, c AgentConfig, ld *loader) { p.ns, p.cfg, p.l = n, c, ld }

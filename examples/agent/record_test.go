@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -73,5 +75,24 @@ func TestDBHelpNamesTables(t *testing.T) {
 		if !strings.Contains(long, want) {
 			t.Errorf("db help lacks %q:\n%s", want, long)
 		}
+	}
+}
+
+// `run cells` shows how the agent is assembled with every function named:
+// no anonymous funcN.
+func TestRunCellsNamesEveryFunction(t *testing.T) {
+	cmd := runCommand()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs([]string{"cells"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "runParts") {
+		t.Fatalf("run cells printed:\n%s", out.String())
+	}
+	if anon := regexp.MustCompile(`\.func[0-9]+`).FindString(out.String()); anon != "" {
+		t.Fatalf("run cells names an anonymous function (%s):\n%s", anon, out.String())
 	}
 }

@@ -162,6 +162,9 @@ func TestShortFuncName(t *testing.T) {
 	if got := build.ShortFuncName("github.com/x/y/pkg.newThing.func1"); got != "pkg.newThing.func1" {
 		t.Fatalf("ShortFuncName = %q", got)
 	}
+	if got := build.ShortFuncName("github.com/x/y/pkg.(*T).m-fm"); got != "pkg.(*T).m" {
+		t.Fatalf("ShortFuncName of a method value = %q", got)
+	}
 	if got := build.FuncName(42); got != "int" {
 		t.Fatalf("FuncName(42) = %q", got)
 	}

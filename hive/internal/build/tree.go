@@ -95,13 +95,15 @@ func FuncName(fn any) string {
 	return ShortFuncName(f.Name())
 }
 
-// ShortFuncName drops the import path from a runtime function name:
-// "github.com/x/y/pkg.newThing.func1" becomes "pkg.newThing.func1".
+// ShortFuncName drops the import path from a runtime function name, and
+// the "-fm" the runtime adds to a method value:
+// "github.com/x/y/pkg.newThing.func1" becomes "pkg.newThing.func1",
+// "github.com/x/y/pkg.(*T).m-fm" becomes "pkg.(*T).m".
 func ShortFuncName(name string) string {
 	if i := strings.LastIndex(name, "/"); i >= 0 {
 		name = name[i+1:]
 	}
-	return name
+	return strings.TrimSuffix(name, "-fm")
 }
 
 // funcSignature is "name(param, ...) → result, ..." with errors left out of
