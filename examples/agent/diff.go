@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
@@ -61,9 +62,10 @@ planned).
 A plan sees leftovers (applied earlier, no longer desired) only where the
 target can recognise what it owns: routes of the agent's protocol
 (` + fmt.Sprint(routes.DefaultProtocol) + `), rules in the agent's own iptables chains (` + iptables.DefaultChainPrefix + `-*),
-and sysctls the running target changed itself. This process changed no
-sysctl, so sysctl leftovers are never listed. With --netns sandbox (the
-default) the plan is that of a run in a new, empty namespace.`,
+and sysctls whose original values the agent's durable record (--state-dir)
+holds: their restoration is listed, unless an agent running on the
+namespace holds the record. With --netns sandbox (the default) the plan is
+that of a run in a new, empty namespace.`,
 		Args:          cobra.NoArgs,
 		SilenceErrors: true,
 		SilenceUsage:  true,
@@ -71,12 +73,13 @@ default) the plan is that of a run in a new, empty namespace.`,
 	netns := cmd.Flags().String("netns", def.NetNS, `network namespace to plan for: "sandbox" (a new, empty one), "host" (root only) or an existing namespace's name`)
 	desired := cmd.Flags().String("desired", def.Desired, "desired-state file (YAML, or JSON if it ends in .json)")
 	format := cmd.Flags().String("format", "table", "output format: table, json or yaml")
+	stateDir := cmd.Flags().String("state-dir", "", "the agent's durable record, read (never written) for the sysctls to restore; default: the one of --netns")
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		fmt.Fprintln(c.ErrOrStderr(), "agent diff:", err)
 		return exitError{code: diffTrouble, err: err}
 	})
 	cmd.RunE = func(c *cobra.Command, _ []string) error {
-		code, err := runDiff(c.Context(), c.OutOrStdout(), AgentConfig{NetNS: *netns, Desired: *desired}, *format)
+		code, err := runDiff(c.Context(), c.OutOrStdout(), AgentConfig{NetNS: *netns, Desired: *desired, StateDir: *stateDir}, *format)
 		if err != nil {
 			fmt.Fprintln(c.ErrOrStderr(), "agent diff:", err)
 		}
@@ -116,7 +119,7 @@ func runDiff(ctx context.Context, w io.Writer, cfg AgentConfig, format string) (
 	if err := lc.start(ctx); err != nil {
 		return diffTrouble, err
 	}
-	plan, err := planAll(ctx, cfg, ns)
+	plan, err := planAll(ctx, cfg, ns, os.Stderr)
 	if serr := lc.stop(context.Background()); err == nil {
 		err = serr
 	}
@@ -134,7 +137,7 @@ func runDiff(ctx context.Context, w io.Writer, cfg AgentConfig, format string) (
 
 // planAll loads the desired file into tables of a database of its own and
 // returns the dry run of each target on them: sysctls, routes, rules.
-func planAll(ctx context.Context, cfg AgentConfig, ns *Namespace) (reconciler.Plan, error) {
+func planAll(ctx context.Context, cfg AgentConfig, ns *Namespace, warn io.Writer) (reconciler.Plan, error) {
 	data, err := os.ReadFile(cfg.Desired)
 	if err != nil {
 		return nil, fmt.Errorf("reading desired state: %w", err)
@@ -158,7 +161,25 @@ func planAll(ctx context.Context, cfg AgentConfig, ns *Namespace) (reconciler.Pl
 		return nil, err
 	}
 
-	st, err := sysctl.NewTarget(sysctlTarget(ns, cfg, nil))
+	// The durable record tells which sysctls an earlier run changed, so
+	// that their restoration is planned too. An agent running on the
+	// namespace holds the record (and restores them itself): then, as
+	// without a record, sysctl leftovers are not listed.
+	var rec *stateRecord
+	if cfg.NetNS != netnsSandbox {
+		r, err := openStateReadOnly(cfg.StateDirPath(), 500*time.Millisecond)
+		switch {
+		case err == nil:
+			rec = r
+			defer r.db.Close()
+		case errors.Is(err, errNoState):
+		case errors.Is(err, errStateBusy):
+			fmt.Fprintln(warn, "agent diff: the agent running there holds its record; sysctls it would restore are not listed")
+		default:
+			return nil, err
+		}
+	}
+	st, err := sysctl.NewTarget(sysctlTarget(ns, cfg, rec))
 	if err != nil {
 		return nil, err
 	}

@@ -79,7 +79,8 @@ func TestDiffEndToEnd(t *testing.T) {
 	if err := writeFile(t, desired, []byte(desiredV1), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--netns", name, "--desired", desired}
+	stateDir := filepath.Join(t.TempDir(), "state")
+	args := []string{"--netns", name, "--desired", desired, "--state-dir", stateDir}
 
 	before := nsState(t, ns)
 	out, code := diff(t, bin, args...)
@@ -108,7 +109,7 @@ func TestDiffEndToEnd(t *testing.T) {
 
 	// agent run applies the file in the namespace; then there is nothing
 	// to do.
-	a := startAgent(t, bin, desired, ns, "--netns", name)
+	a := startAgent(t, bin, desired, ns, "--netns", name, "--state-dir", stateDir)
 	waitFor(t, "everything Done", func() error {
 		r, err := a.status()
 		if err != nil {
@@ -158,6 +159,20 @@ func TestDiffEndToEnd(t *testing.T) {
 	}
 	if after := nsState(t, ns); after != before {
 		t.Fatalf("diff changed the namespace:\n%s\nbefore:\n%s", after, before)
+	}
+
+	// A sysctl no longer desired: the run that set it recorded its
+	// original (0), so diff, reading the record, plans its restoration.
+	if out, err := ns.Command("sysctl", "-w", "net.ipv4.ip_forward=1"); err != nil {
+		t.Fatalf("sysctl -w: %v\n%s", err, out)
+	}
+	noSysctls := strings.Replace(desiredV1, "sysctls:\n  - name: net.ipv4.ip_forward\n    value: \"1\"\n", "", 1)
+	if err := writeFile(t, desired, []byte(noSysctls), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _ = diff(t, bin, args...)
+	if !strings.Contains(out, "sysctl net.ipv4.ip_forward") || !strings.Contains(out, "1 -> 0") {
+		t.Fatalf("diff with the sysctl no longer desired does not plan its restoration from the record:\n%s", out)
 	}
 
 	// Trouble is exit 2: a file that does not load, a bad flag.

@@ -88,8 +88,9 @@ func isSandboxStateDir(dir string) bool {
 // `agent run cells` or a failing flag never touch it) and closed at stop;
 // a sandbox's directory is removed then.
 type stateRecord struct {
-	db  *bolt.DB
-	dir string
+	db       *bolt.DB
+	dir      string
+	readOnly bool // opened by agent diff: writes fail with errReadOnly
 }
 
 // newStateRecord returns the record of cfg's namespace, to be opened at
@@ -139,6 +140,30 @@ func openState(dir string) (*stateRecord, error) {
 	return &stateRecord{db: db, dir: dir}, nil
 }
 
+// openStateReadOnly opens the record in dir for reading only (agent diff),
+// waiting at most timeout for an agent that holds it: errStateBusy then.
+// A directory without a record is errNoState.
+func openStateReadOnly(dir string, timeout time.Duration) (*stateRecord, error) {
+	path := filepath.Join(dir, "agent.db")
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("%w: %s", errNoState, path)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, fmt.Errorf("--state-dir %s: %w (an agent holds %s)", dir, errStateBusy, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--state-dir %s: opening %s: %w", dir, path, err)
+	}
+	return &stateRecord{db: db, dir: dir, readOnly: true}, nil
+}
+
+// errNoState says that a directory holds no record (no agent ran there).
+var errNoState = errors.New("no durable record")
+
+// errReadOnly is the error of a write to a record opened read-only.
+var errReadOnly = errors.New("the record is open read-only")
+
 // errStateNotOpen is the error of a record used before the hive started.
 var errStateNotOpen = errors.New("the state record is not open yet")
 
@@ -146,6 +171,9 @@ var errStateNotOpen = errors.New("the state record is not open yet")
 func (s *stateRecord) update(fn func(*bolt.Tx) error) error {
 	if s.db == nil {
 		return fmt.Errorf("%s: %w", s.dir, errStateNotOpen)
+	}
+	if s.readOnly {
+		return fmt.Errorf("%s: %w", s.dir, errReadOnly)
 	}
 	return s.db.Update(fn)
 }
