@@ -135,7 +135,9 @@ func (l *leaker) fill(int, []uint64) { l.kept = append(l.kept, make([]byte, l.si
 func TestRetainedPerTxn(t *testing.T) {
 	for _, size := range []int{0, 256, 4096} {
 		got := retainedPerTxn(&leaker{size: size, kept: make([][]byte, 0, 5000)}, 0, 5000)
-		if got < float64(size) || got > float64(size)+64 {
+		// Within 64 bytes either way: the heap figures move by a few
+		// bytes per transaction with what the runtime allocates meanwhile.
+		if got < float64(size)-64 || got > float64(size)+64 {
 			t.Errorf("a leak of %d bytes per transaction measured as %.1f", size, got)
 		}
 	}
