@@ -51,8 +51,9 @@ lint:
 # time (-p 1): the library's own (statedb, reconciler, internal/radix, hive),
 # the example targets' against the kernel tools (examples/routes vs
 # `ip -batch`, examples/iptables vs `iptables-restore`), and the benchmarks
-# module (statedb vs go-memdb and raw go-immutable-radix/v2; the scaling
-# series at 1k..1M objects; propagation delay under light and heavy load).
+# module (statedb vs cilium/statedb, go-memdb and raw go-immutable-radix/v2;
+# the scaling series at 1k..1M objects; propagation delay under light and
+# heavy load), and the etcd module's fleet (100 agents on a 3-member etcd).
 # The output, with a header naming the machine, goes to BENCH_RESULTS in the
 # format of `go test -bench` (benchstat reads it). Then bench-report prints
 # the summary and the targets, draws the plots and regenerates the tables of
