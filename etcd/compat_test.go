@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/steadystate/steadystate/etcd"
-	"github.com/steadystate/steadystate/etcd/internal/etcdtest"
+	"github.com/steadystate/steadystate/etcd/etcdtest"
 )
 
 // The client (v3.7) against Debian's etcd-server 3.4.23, which is end of

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/steadystate/steadystate/etcd"
-	"github.com/steadystate/steadystate/etcd/internal/etcdtest"
+	"github.com/steadystate/steadystate/etcd/etcdtest"
 	"github.com/steadystate/steadystate/reconciler/reconcilertest"
 )
 

@@ -16,7 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/steadystate/steadystate/etcd"
-	"github.com/steadystate/steadystate/etcd/internal/etcdtest"
+	"github.com/steadystate/steadystate/etcd/etcdtest"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/reflector"
 	"github.com/steadystate/steadystate/statedb"

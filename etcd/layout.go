@@ -22,6 +22,22 @@
 // in several, yet a reader sees the old or the new state whole, never a
 // mix. Where a fleet-wide and a node's own object share a name, the node's
 // wins.
+//
+// # Revisions
+//
+// Every Apply that changes a scope rewrites its current key, so
+// DesiredRevision (the latest ModRevision of a node's current keys) is the
+// revision of the last change to a node's desired state. A node reports in
+// NodeStatus.Revision the least of its reflectors' revisions (every change
+// up to it is in its tables); a reflector whose table had no change
+// catches up through progress notifications, which Source turns into
+// reflector.Progress events and asks for after each liveness probe and on
+// RequestProgress. A node has applied its desired state when its revision
+// is at or past DesiredRevision and nothing is pending or failing
+// (NodeStatus.Applied). Requested progress is used only with servers that
+// order it after the events (etcd 3.4.31, 3.5.13, 3.6 and later); with
+// older ones a lagging reflector waits for etcd's own periodic progress
+// notification (every 10 minutes by default).
 package etcd
 
 import (

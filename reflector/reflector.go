@@ -16,6 +16,12 @@
 // is. Objects are written through a reconciler.DesiredWriter, which makes
 // every changed object Pending.
 //
+// A source speaks in events (Event): Put and Delete change one key, at a
+// revision; Resync asks for a new list; Progress carries no change and
+// says that every change up to its revision has been sent, which moves
+// Revision along when the source's revision advanced without touching
+// this table.
+//
 // Config.Filter drops objects before they are stored (caching only what
 // the node needs); Config.Transform turns the source's value into the
 // table's object. A value that Transform rejects is reported (health
@@ -31,6 +37,18 @@
 // Nothing old overrides the new. Events at or below the revision of the
 // last list are ignored (a source may replay them after a reconnect), and
 // within a batch the latest event of a key wins.
+//
+// Revision never claims too much. Revision reports R only once every
+// change of the source up to R is committed to the table: after a list at
+// R, after the commit of a batch whose latest event is at R, or after a
+// Progress event at R (the source saying that it sent every change up to
+// R) once every event received before it is committed. A progress lets a
+// table whose objects did not change follow a source whose revision moved
+// for other reasons (in etcd, every write anywhere in the cluster): a node
+// running one reflector per table reports the least of their revisions as
+// the desired state it has, and without progress a table that an apply did
+// not touch would hold that back forever. A progress at or below the
+// current revision is ignored.
 //
 // Only the goroutine running Run touches the reflector's state.
 package reflector
@@ -62,6 +80,10 @@ const (
 	// Resync: the source cannot go on from where it is (for example, the
 	// revision it watched from was compacted); list again.
 	Resync
+	// Progress: the source has sent every change up to Event.Revision
+	// (Key and Value are unused). Revision reports it once every event
+	// received before it is committed.
+	Progress
 )
 
 func (k EventKind) String() string {
@@ -72,6 +94,8 @@ func (k EventKind) String() string {
 		return "delete"
 	case Resync:
 		return "resync"
+	case Progress:
+		return "progress"
 	}
 	return fmt.Sprintf("EventKind(%d)", uint8(k))
 }
@@ -81,7 +105,7 @@ type Event[In any] struct {
 	Kind     EventKind
 	Key      string // the source's key of the object
 	Value    In     // for Put
-	Revision uint64 // the source's revision of the change
+	Revision uint64 // the source's revision of the change; for Progress, the revision reached
 }
 
 // Item is one object of a list.
@@ -97,7 +121,11 @@ type Source[In any] interface {
 	List(ctx context.Context) ([]Item[In], uint64, error)
 	// Watch streams the changes after revision after, in order. The
 	// channel closes when the watch is lost (the reflector then lists
-	// again) or ctx ends.
+	// again) or ctx ends. Between changes it may send Progress events,
+	// each a promise that every change up to its revision was sent before
+	// it: a source whose revision moves without a change of its own (one
+	// revision shared by many tables) sends them so that the reflector's
+	// Revision follows. A source without progress sends none.
 	Watch(ctx context.Context, after uint64) (<-chan Event[In], error)
 }
 
@@ -112,7 +140,8 @@ type Health interface {
 // Metrics receives the reflector's measurements; it must be safe for
 // concurrent use.
 type Metrics interface {
-	// Events counts n events received from the source.
+	// Events counts n events received from the source: puts, deletes and
+	// resyncs (Progress events are not counted).
 	Events(reflector string, n int)
 	// BatchCommitted is one committed batch of n objects; lag is how long
 	// its oldest event waited.
@@ -181,7 +210,7 @@ type Reflector[In, Obj any] struct {
 
 	stored   map[string]Obj    // by source key: what the reflector stored
 	rejected map[string]string // by source key: why its latest value was rejected
-	rev      uint64            // revision of the latest list or applied event
+	rev      uint64            // revision of the latest list, received event or progress
 	listRev  uint64            // revision of the latest list
 	reached  atomic.Uint64     // the source revision the table reflects
 }
@@ -352,6 +381,10 @@ func (r *Reflector[In, Obj]) watch(ctx context.Context) (string, error) {
 				flush()
 				return "watch-lost", nil
 			}
+			if ev.Kind == Progress {
+				r.progress(ev.Revision, len(batch) > 0)
+				continue
+			}
 			r.cfg.Metrics.Events(r.cfg.Name, 1)
 			switch {
 			case ev.Kind == Resync:
@@ -373,6 +406,22 @@ func (r *Reflector[In, Obj]) watch(ctx context.Context) (string, error) {
 				flush()
 			}
 		}
+	}
+}
+
+// progress takes the source's word that every change up to rev was sent:
+// with a batch pending, that batch's commit reports rev; with none, the
+// table already holds every change received, and rev is reported now. A
+// progress at or below the current revision (at or below the list's
+// among them) says nothing new.
+func (r *Reflector[In, Obj]) progress(rev uint64, pending bool) {
+	if rev <= r.rev {
+		return
+	}
+	r.rev = rev
+	if !pending {
+		r.reached.Store(rev)
+		r.reportHealth()
 	}
 }
 
@@ -438,8 +487,10 @@ func (r *Reflector[In, Obj]) commit(batch map[string]Event[In], since time.Time,
 
 // Revision returns the source revision that the table reflects: every
 // change of the source up to it is committed to the table (0 before the
-// first list). Safe for concurrent use. A node reports it as the revision
-// it reached, once its reconcilers have caught up with the table.
+// first list). It moves with each commit, and with each Progress event of
+// the source (see the package doc), so it may pass the revision of the
+// table's latest change. Safe for concurrent use. A node reports it as the
+// revision it reached, once its reconcilers have caught up with the table.
 func (r *Reflector[In, Obj]) Revision() uint64 { return r.reached.Load() }
 
 // reportHealth reports OK, or Degraded naming the rejected keys.

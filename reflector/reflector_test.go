@@ -1,12 +1,14 @@
 package reflector_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,7 +42,11 @@ var nameIndex = statedb.Index[*obj, string]{
 
 // fakeSource is a source of int values by key with a revision per change.
 // It can lose its watches, replay and duplicate events, and compact its
-// history (a watch from before the compaction gets Resync).
+// history (a watch from before the compaction gets Resync). Its revision
+// also moves without a change of its own (bump: a change elsewhere, as in
+// etcd, whose revision is the whole cluster's); a watch that has sent
+// every change sends Progress at the current revision, as etcd does for a
+// watcher that caught up.
 type fakeSource struct {
 	mu        sync.Mutex
 	state     map[string]int
@@ -96,10 +102,17 @@ func (s *fakeSource) serve(ctx context.Context, w *fakeWatch) {
 		s.mu.Lock()
 		var ev reflector.Event[int]
 		have := false
-		if w.next <= s.compacted {
+		i, _ := slices.BinarySearchFunc(s.history, w.next, func(e reflector.Event[int], rev uint64) int {
+			return cmp.Compare(e.Revision, rev)
+		})
+		switch {
+		case w.next <= s.compacted:
 			ev, have = reflector.Event[int]{Kind: reflector.Resync}, true
-		} else if i := int(w.next - s.compacted - 1); i < len(s.history) {
+		case i < len(s.history):
 			ev, have = s.history[i], true
+		case w.next <= s.rev:
+			// Caught up while the revision moved elsewhere.
+			ev, have = reflector.Event[int]{Kind: reflector.Progress, Revision: s.rev}, true
 		}
 		s.mu.Unlock()
 		if !have {
@@ -128,7 +141,7 @@ func (s *fakeSource) serve(ctx context.Context, w *fakeWatch) {
 		if ev.Kind == reflector.Resync {
 			return
 		}
-		w.next++
+		w.next = ev.Revision + 1
 	}
 }
 
@@ -149,6 +162,20 @@ func (s *fakeSource) del(key string) {
 	s.rev++
 	delete(s.state, key)
 	s.history = append(s.history, reflector.Event[int]{Kind: reflector.Delete, Key: key, Revision: s.rev})
+}
+
+// bump moves the revision without a change of this source.
+func (s *fakeSource) bump() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rev++
+}
+
+// revision returns the source's current revision.
+func (s *fakeSource) revision() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rev
 }
 
 // loseWatches ends every open watch.
@@ -259,10 +286,24 @@ func (s *fakeSource) expected() map[string]int {
 	return want
 }
 
+// waitRevision waits until the reflector's Revision is want.
+func (f *fixture) waitRevision(t *testing.T, want uint64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for f.reflector.Revision() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("Revision %d, want %d after 10s", f.reflector.Revision(), want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // The model test: random puts and deletes (some filtered out, some
 // rejected), while the source loses watches, duplicates events, compacts
-// its history and fails lists. Once the writes stop and every value is
-// valid, the table equals the source's state, filtered: no delete is lost.
+// its history, fails lists and moves its revision without a change of its
+// own. Once the writes stop and every value is valid, the table equals the
+// source's state, filtered: no delete is lost; and Revision reaches the
+// source's revision, which the last change did not make.
 func TestModel(t *testing.T) {
 	for seed := range uint64(5) {
 		t.Run("seed="+strconv.FormatUint(seed, 10), func(t *testing.T) {
@@ -287,6 +328,8 @@ func TestModel(t *testing.T) {
 					src.mu.Lock()
 					src.failList = 2
 					src.mu.Unlock()
+				case n < 36:
+					src.bump()
 				default:
 					src.put(key, step)
 				}
@@ -307,6 +350,10 @@ func TestModel(t *testing.T) {
 				src.put(k, 1000)
 			}
 			f.waitFor(t, src.expected())
+			f.waitRevision(t, src.revision())
+			// The revision moves elsewhere: only a progress tells.
+			src.bump()
+			f.waitRevision(t, src.revision())
 			// Healthy again once a list succeeds and nothing is rejected.
 			f.health.WaitFor(t, reconcilertest.LevelOK, "")
 		})

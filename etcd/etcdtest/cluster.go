@@ -1,6 +1,8 @@
 // Package etcdtest runs real etcd clusters on 127.0.0.1 for tests: each
 // member a process of its own (so that SIGKILL and SIGSTOP work), its data
-// on tmpfs when /dev/shm exists.
+// on tmpfs when /dev/shm exists. Other modules of the repository (the
+// example agent's) use it too: Binary builds the server inside this
+// module, whose go.mod holds the server's dependencies.
 package etcdtest
 
 import (
@@ -10,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -27,7 +30,9 @@ var (
 )
 
 // Binary builds the module's etcd server (v3.7, from etcdmain) once per
-// test process and returns its path.
+// test process and returns its path. It builds in this module's directory
+// (found from this file's path), so that a test of another module that
+// replaces this one with its directory can call it.
 func Binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -37,7 +42,9 @@ func Binary(t testing.TB) string {
 			return
 		}
 		built = filepath.Join(dir, "etcd")
-		out, err := exec.Command("go", "build", "-o", built, "github.com/steadystate/steadystate/etcd/internal/etcdtest/etcd").CombinedOutput()
+		cmd := exec.Command("go", "build", "-o", built, "./etcdtest/etcd")
+		cmd.Dir = moduleDir()
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("building etcd: %v\n%s", err, out)
 		}
@@ -46,6 +53,12 @@ func Binary(t testing.TB) string {
 		t.Fatal(buildErr)
 	}
 	return built
+}
+
+// moduleDir is the etcd module's directory: two up from this file.
+func moduleDir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(file))
 }
 
 // Member is one etcd process.
