@@ -1,10 +1,11 @@
 # steadystate build, test and benchmark entry points.
 GO ?= go
 PKGS ?= ./...
-# The repository's other modules: the benchmarks (with the peers) and the
-# etcd source and status publisher (with gRPC and the etcd client), kept
-# apart so that the library's go.mod stays lean.
-MODULES = benchmarks etcd
+# The repository's other modules, kept apart so that the library's go.mod
+# stays lean: the example targets and agent (netlink, bbolt, fsnotify, and
+# the etcd module for fleet mode), the etcd source and status publisher
+# (gRPC, the etcd client) and the benchmarks (the peers).
+MODULES = examples etcd benchmarks
 
 .PHONY: all build run test test-short fmt fmt-check lint bench bench-report bench-check bench-short bench-profile fuzz soak clean
 
@@ -19,7 +20,7 @@ build:
 run:
 	@echo "building the example agent (the first build takes a minute or two)..."
 	@mkdir -p bin
-	$(GO) build -o bin/agent ./examples/agent
+	cd examples && $(GO) build -o ../bin/agent ./agent
 	./bin/agent run --desired examples/agent/desired.yaml
 
 # test: formatting and lint (vet, staticcheck), then every package's tests
@@ -78,8 +79,7 @@ bench:
 	@mkdir -p $(dir $(BENCH_RESULTS))
 	@$(BENCH_HEADER) > $(BENCH_RESULTS).tmp
 	$(GO) test $(BENCHFLAGS) $(PKGS) 2>&1 | tee -a $(BENCH_RESULTS).tmp
-	cd benchmarks && $(GO) test $(BENCHFLAGS) ./... 2>&1 | tee -a $(abspath $(BENCH_RESULTS)).tmp
-	cd etcd && $(GO) test $(BENCHFLAGS) ./... 2>&1 | tee -a $(abspath $(BENCH_RESULTS)).tmp
+	for m in $(MODULES); do (cd $$m && $(GO) test $(BENCHFLAGS) ./... 2>&1 | tee -a $(abspath $(BENCH_RESULTS)).tmp); done
 	@mv $(BENCH_RESULTS).tmp $(BENCH_RESULTS)
 	@$(MAKE) --no-print-directory bench-report
 
@@ -108,8 +108,7 @@ BENCH_SHORT_FLAGS = -short -run '^$$' -bench . -benchmem -benchtime 1x -timeout 
 bench-short:
 	@mkdir -p benchmarks/results
 	{ $(GO) test $(BENCH_SHORT_FLAGS) $(PKGS); \
-	  (cd benchmarks && $(GO) test $(BENCH_SHORT_FLAGS) ./...); \
-	  (cd etcd && $(GO) test $(BENCH_SHORT_FLAGS) ./...); } 2>&1 | tee benchmarks/results/short.tmp
+	  for m in $(MODULES); do (cd $$m && $(GO) test $(BENCH_SHORT_FLAGS) ./...); done; } 2>&1 | tee benchmarks/results/short.tmp
 	@echo "bench-short: every benchmark ran; one iteration each, so the figures below mean nothing"
 	@cd benchmarks && $(GO) run ./cmd/ratios -in results/short.tmp -targets-only
 
@@ -149,10 +148,12 @@ soak:
 # fuzz: a short run of every fuzz target (FUZZTIME per target).
 FUZZTIME ?= 10s
 fuzz:
-	@for pkg in $$($(GO) list $(PKGS)); do \
-		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
-			echo "== $$pkg $$f"; \
-			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	@for m in . $(MODULES); do \
+		for pkg in $$(cd $$m && $(GO) list ./...); do \
+			for f in $$(cd $$m && $(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+				echo "== $$pkg $$f"; \
+				(cd $$m && $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg) || exit 1; \
+			done; \
 		done; \
 	done
 

@@ -136,10 +136,13 @@ func TestPlanInNamespace(t *testing.T) {
 	if err != nil || p.String() != "remove rule filter/INPUT/ssh: -p tcp --dport 22 -j ACCEPT\n" {
 		t.Fatalf("PlanDelete(ssh): %q, %v", p, err)
 	}
+	// Planned against a transaction that deletes masq but is never
+	// committed: the fixture's reconciler would otherwise delete the rule
+	// from the kernel while the plan reads it.
 	wtxn = f.db.WriteTxn(f.table)
 	f.table.Delete(wtxn, masq)
-	txn = wtxn.Commit()
-	p, err = fresh.PlanDelete(ctx, txn, masq)
+	p, err = fresh.PlanDelete(ctx, wtxn, masq)
+	wtxn.Abort()
 	want = "remove rule nat/POSTROUTING/masq: -s 10.0.0.0/8 -j MASQUERADE\n" +
 		"remove hook nat/POSTROUTING -> STEADYSTATE-POSTROUTING\n" +
 		"remove chain nat/STEADYSTATE-POSTROUTING\n"
