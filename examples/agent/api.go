@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/steadystate/steadystate/etcd"
 	"github.com/steadystate/steadystate/examples/iptables"
 	"github.com/steadystate/steadystate/examples/routes"
 	"github.com/steadystate/steadystate/examples/sysctl"
@@ -40,6 +41,8 @@ import (
 type statusReport struct {
 	Health health.Status `json:"health"`
 	Tables []tableStatus `json:"tables"`
+	// Fleet is the node's status as last published to etcd (fleet mode).
+	Fleet *etcd.NodeStatus `json:"fleet,omitempty"`
 }
 
 // tableStatus counts a table's objects by reconciliation status, with
@@ -73,6 +76,7 @@ type apiParams struct {
 	Rules   statedb.Table[*iptables.Rule]
 	Loaded  *firstLoad
 	Metrics prometheus.Gatherer
+	Fleet   *fleetAgent
 }
 
 // newAPI adds the status API's handlers and its socket to the hive's HTTP
@@ -90,7 +94,12 @@ func newAPI(p apiParams) hive.HTTPOut {
 		for i := range tables {
 			tables[i].DriftRepaired, tables[i].Pruned = drift[tables[i].Name], pruned[tables[i].Name]
 		}
-		writeJSON(w, statusReport{Health: p.Health.Snapshot(), Tables: tables})
+		rep := statusReport{Health: p.Health.Snapshot(), Tables: tables}
+		if p.Config.fleetMode() {
+			st := p.Fleet.Status()
+			rep.Fleet = &st
+		}
+		writeJSON(w, rep)
 	}
 	return hive.HTTPOut{
 		Handlers: []hive.HTTPHandler{
@@ -121,6 +130,9 @@ func agentReady(p apiParams) func() error {
 		select {
 		case <-p.Loaded.Done():
 		default:
+			if p.Config.fleetMode() {
+				return fmt.Errorf("desired state from etcd not listed yet")
+			}
 			return fmt.Errorf("desired state from %s not applied yet", p.Config.Desired)
 		}
 		txn := p.DB.ReadTxn()

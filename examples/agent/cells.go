@@ -12,6 +12,7 @@ import (
 	"github.com/steadystate/steadystate/hive/job"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/reconciler/reconcilercell"
+	"github.com/steadystate/steadystate/reflector/reflectorcell"
 	"github.com/steadystate/steadystate/statedb"
 	"github.com/steadystate/steadystate/statedb/statedbcell"
 )
@@ -25,6 +26,7 @@ func agentCells() []cell.Cell {
 		statedbcell.Cell,
 		hive.MetricsServer,
 		reconcilercell.MetricsCell,
+		reflectorcell.MetricsCell,
 		cell.Module("agent", "The example node agent",
 			cell.Config(defaultConfig()),
 			cell.Provide(newNamespace, newStateRecord, newFirstLoad, sysctlTarget, routesTarget, iptablesTarget),
@@ -36,6 +38,10 @@ func agentCells() []cell.Cell {
 			cell.Module("desired", "Desired state: the file loader and a progress log",
 				cell.Provide(newLoader),
 				cell.Invoke(startLoader, startProgress),
+			),
+			cell.Module("fleet", "Fleet mode (--etcd-endpoints): desired state from etcd, the node's status to etcd",
+				cell.Provide(newFleet),
+				cell.Invoke(startFleet),
 			),
 			cell.Module("api", "Status API on a unix socket, served by the hive's HTTP server",
 				cell.Provide(newAPI),
@@ -81,6 +87,9 @@ func withAgent[Obj any](rc reconciler.Config[Obj], cfg AgentConfig, rec *stateRe
 
 // startLoader makes the hive build the loader (and so add its job).
 func startLoader(*loader) {}
+
+// startFleet makes the hive build fleet mode's part (a no-op with a file).
+func startFleet(*fleetAgent) {}
 
 // startProgress adds the progress log's jobs, one per table.
 func startProgress(jobs job.Group, db *statedb.DB, log *slog.Logger,

@@ -134,7 +134,14 @@ func writeStatus(w io.Writer, r *statusReport) error {
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\n", t.Name, t.Objects, strings.Join(parts, " "), t.DriftRepaired, t.Pruned)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if f := r.Fleet; f != nil {
+		_, err := fmt.Fprintf(w, "\nFleet: node %s, revision %d reached and reported\n", f.Node, f.Revision)
+		return err
+	}
+	return nil
 }
 
 // dbCommand is statedbcmd's command set on the agent's socket (--netns or

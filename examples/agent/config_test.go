@@ -15,8 +15,9 @@ import (
 // fault.
 func TestConfig(t *testing.T) {
 	def := defaultConfig()
-	if def.Desired != "desired.yaml" || def.NetNS != netnsSandbox || def.ReloadInterval != 10*time.Second || def.SettleTime != 500*time.Millisecond ||
-		def.FullReconciliationInterval != time.Minute || def.RefreshInterval != 10*time.Minute {
+	if def.Desired != "" || def.NetNS != netnsSandbox || def.ReloadInterval != 10*time.Second || def.SettleTime != 500*time.Millisecond ||
+		def.FullReconciliationInterval != time.Minute || def.RefreshInterval != 10*time.Minute ||
+		def.EtcdPrefix != "/steadystate/v1" || def.StatusTTL != 10*time.Second || len(def.EtcdEndpoints) != 0 {
 		t.Fatalf("defaults %+v", def)
 	}
 	if def.StateDir != "" || def.Socket != "" {
@@ -37,17 +38,30 @@ func TestConfig(t *testing.T) {
 	if os.Geteuid() == 0 && os.Getenv(envSandboxed) == "" && stateRoot() != "/var/lib/steadystate/agent" {
 		t.Errorf("root's state root %s, want /var/lib/steadystate/agent", stateRoot())
 	}
+	if host, _ := os.Hostname(); host != "" && def.Node != host {
+		t.Errorf("--node defaults to %q, want the hostname %q", def.Node, host)
+	}
+	// Either a file or etcd: the defaults plus one of them validate.
+	def.Desired = "desired.yaml"
 	if err := def.Validate(); err != nil {
-		t.Fatalf("the defaults do not validate: %v", err)
+		t.Fatalf("the defaults with --desired do not validate: %v", err)
+	}
+	fleet := defaultConfig()
+	fleet.EtcdEndpoints = []string{"127.0.0.1:2379"}
+	if err := fleet.Validate(); err != nil {
+		t.Fatalf("the defaults with --etcd-endpoints do not validate: %v", err)
 	}
 	for flag, edit := range map[string]func(*AgentConfig){
-		"--desired":                      func(c *AgentConfig) { c.Desired = "" },
+		"--desired and --etcd-endpoints": func(c *AgentConfig) { c.EtcdEndpoints = []string{"127.0.0.1:2379"} },
+		"--node":                         func(c *AgentConfig) { c.EtcdEndpoints, c.Desired, c.Node = []string{"e:1"}, "", "" },
+		"--status-ttl":                   func(c *AgentConfig) { c.EtcdEndpoints, c.Desired, c.StatusTTL = []string{"e:1"}, "", time.Second },
 		"--reload-interval":              func(c *AgentConfig) { c.ReloadInterval = 0 },
 		"--settle-time":                  func(c *AgentConfig) { c.SettleTime = -time.Millisecond },
 		"--full-reconciliation-interval": func(c *AgentConfig) { c.FullReconciliationInterval = -time.Second },
 		"--refresh-interval":             func(c *AgentConfig) { c.RefreshInterval = 0 },
 	} {
 		c := defaultConfig()
+		c.Desired = "desired.yaml"
 		edit(&c)
 		if err := c.Validate(); err == nil || !strings.HasPrefix(err.Error(), flag+":") {
 			t.Errorf("%s: Validate = %v, want an error naming the flag", flag, err)
@@ -98,9 +112,15 @@ func TestStateDirBusy(t *testing.T) {
 // before anything is made (no root needed to see it).
 func TestRunRequiresDesiredFile(t *testing.T) {
 	bin := buildAgent(t)
+	// Neither a file nor etcd: exit 2, naming both.
+	out, err := exec.Command(bin, "run", "--socket", filepath.Join(t.TempDir(), "s.sock")).CombinedOutput()
+	var code *exec.ExitError
+	if !errors.As(err, &code) || code.ExitCode() != exitUsage || !strings.Contains(string(out), "--desired FILE or --etcd-endpoints") {
+		t.Fatalf("run without a source: %v\n%s", err, out)
+	}
 	missing := filepath.Join(t.TempDir(), "nope.yaml")
 	cmd := exec.Command(bin, "run", "--desired", missing, "--socket", filepath.Join(t.TempDir(), "s.sock"))
-	out, err := cmd.CombinedOutput()
+	out, err = cmd.CombinedOutput()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != exitUsage || !strings.Contains(string(out), "--desired "+missing) ||
 		!strings.Contains(string(out), "required at start") || strings.Contains(string(out), "Starting") {

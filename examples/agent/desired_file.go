@@ -15,7 +15,6 @@ import (
 	"github.com/steadystate/steadystate/examples/iptables"
 	"github.com/steadystate/steadystate/examples/routes"
 	"github.com/steadystate/steadystate/examples/sysctl"
-	"github.com/steadystate/steadystate/index"
 )
 
 // desiredFile is the schema of the desired-state file (YAML or JSON).
@@ -178,7 +177,7 @@ type validatable interface {
 
 // validateAll validates objs of one kind and finds duplicates (two entries
 // with the same primary key). Each error says where: "routes[2]: ...".
-func validateAll[Obj validatable](kind string, objs []Obj, key func(Obj) index.Key) []error {
+func validateAll[Obj validatable](kind string, objs []Obj, key func(Obj) string) []error {
 	var errs []error
 	var zero Obj
 	seen := map[string]int{}
@@ -192,7 +191,7 @@ func validateAll[Obj validatable](kind string, objs []Obj, key func(Obj) index.K
 			errs = append(errs, fmt.Errorf("%s: %w", where, err))
 			continue
 		}
-		k := string(key(obj))
+		k := key(obj)
 		if prev, dup := seen[k]; dup {
 			errs = append(errs, fmt.Errorf("%s: duplicate of %s[%d]", where, kind, prev))
 			continue

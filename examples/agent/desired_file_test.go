@@ -4,11 +4,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-
-	"github.com/steadystate/steadystate/examples/iptables"
-	"github.com/steadystate/steadystate/examples/routes"
-	"github.com/steadystate/steadystate/examples/sysctl"
-	"github.com/steadystate/steadystate/index"
 )
 
 func TestDecodeDesiredErrors(t *testing.T) {
@@ -64,7 +59,7 @@ routes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	errs := validateAll("routes", f.Routes, func(r *routes.Route) index.Key { return r.Key().Encode() })
+	errs := validateAll("routes", f.Routes, routeKey)
 	text := ""
 	for _, e := range errs {
 		text += e.Error() + "\n"
@@ -91,8 +86,8 @@ func FuzzDecodeDesired(f *testing.F) {
 		if err != nil {
 			return
 		}
-		validateAll("sysctls", df.Sysctls, func(s *sysctl.Sysctl) index.Key { return index.String(s.Name) })
-		validateAll("routes", df.Routes, func(r *routes.Route) index.Key { return r.Key().Encode() })
-		validateAll("rules", df.Rules, func(r *iptables.Rule) index.Key { return index.String(r.Key()) })
+		validateAll("sysctls", df.Sysctls, sysctlKey)
+		validateAll("routes", df.Routes, routeKey)
+		validateAll("rules", df.Rules, ruleKey)
 	})
 }

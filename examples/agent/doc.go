@@ -1,9 +1,17 @@
 // Command agent is the example node agent: it keeps kernel settings
-// (sysctls), routes and iptables rules in line with a desired-state file.
+// (sysctls), routes and iptables rules in line with a desired-state file,
+// or, in fleet mode, with a fleet's desired state in etcd.
 //
 //	agent run --desired desired.yaml      reconcile (in a private network
 //	                                      namespace unless --netns says
 //	                                      otherwise)
+//	agent run --etcd-endpoints H:P,... --node NAME
+//	                                      the same, from etcd (fleet mode)
+//	agent fleet apply -f FILE [--node N]  make FILE the fleet's (or one
+//	                                      node's) desired state
+//	agent fleet status|watch              every live node: revision
+//	                                      reached, objects, errors; "applied
+//	                                      on N of M nodes at revision R"
 //	agent diff [--netns ...] [--format ...]  what a run would change, changing
 //	                                      nothing (exit 0: nothing, 1: changes,
 //	                                      2: trouble)
@@ -50,6 +58,8 @@
 //	  iptables       iptables.Cell
 //	  desired        the file loader (a job watching the file) and a
 //	                 progress log
+//	  fleet          fleet mode (fleet.go): a reflector per table from
+//	                 etcd, the node's status published under a lease
 //	  api            the status API's handlers and socket
 //
 // The agent gives the example cells their target configs (all in the
@@ -68,4 +78,26 @@
 // {result="rejected"}, and the health scope agent.desired.desired-file
 // Degraded, naming the file and the problem) and the current desired
 // state is kept; `{}` removes all desired state.
+//
+// Fleet mode (--etcd-endpoints, see fleet.go) replaces the loader with
+// three reflectors fed by the etcd module's Source (the fleet-wide objects
+// and the node's own, the node's winning on a shared name); the first list
+// of each table marks its initializer done, and /readyz waits for it.
+// --etcd-prefix (/steadystate/v1), --etcd-cacert, --etcd-cert and
+// --etcd-key choose the cluster's keys and TLS; --node (the hostname) is
+// claimed under a lease of --status-ttl (10s), so a second live agent of the
+// same name refuses to start and a dead one leaves the fleet view within
+// the TTL. The node's status (the etcd revision reached: the least of its
+// three reflectors', those of unchanged tables moved on by progress
+// notifications; counts by status; the latest errors) is written when the
+// tables changed or a change was caught up with, at a limited rate, and
+// otherwise at most once a minute (etcd's revision moves with every
+// node's write). With etcd servers older than 3.4.31 or 3.5.13 requested
+// progress is not used, and a change to one table is reported applied
+// only after etcd's own periodic progress notification (10 minutes by
+// default). `agent fleet apply` validates a file exactly as the
+// loader does; a bad file writes nothing. Everything else (namespace,
+// durable record, status API, plans) is the same in both modes. A
+// sandbox in fleet mode needs root: unprivileged, the agent would run in
+// a network of its own, away from etcd.
 package main

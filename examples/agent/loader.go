@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -60,7 +61,13 @@ type loaderParams struct {
 // watches the file (see watchFile) and loads it at start and whenever it
 // changed. The file's state (loaded, or rejected and why) is the health
 // scope "desired-file" of the module.
+//
+// In fleet mode (--etcd-endpoints) the loader does nothing: the reflectors
+// of fleet.go fill the tables.
 func newLoader(p loaderParams) (*loader, error) {
+	if p.Config.fleetMode() {
+		return &loader{cfg: p.Config, log: p.Log, reload: make(chan struct{}, 1)}, nil
+	}
 	l := &loader{cfg: p.Config, db: p.DB, sysctls: p.Sysctls, routes: p.Routes, rules: p.Rules, log: p.Log,
 		health: p.Health.NewScope("desired-file"), reload: make(chan struct{}, 1), firstApplied: p.FirstLoad}
 	m, err := newLoaderMetrics(p.Registerer)
@@ -92,12 +99,20 @@ func (l *loader) Reload() {
 // tables. It is a value of its own, so that the status API depends on it
 // and not on the loader: the loader's job must start after the namespace
 // and the state record (the hive starts hooks in construction order).
-type firstLoad struct{ done chan struct{} }
+// In fleet mode, the status reporter closes it once every table was
+// listed from etcd.
+type firstLoad struct {
+	done chan struct{}
+	once sync.Once
+}
 
 func newFirstLoad() *firstLoad { return &firstLoad{done: make(chan struct{})} }
 
 // Done returns the channel.
 func (f *firstLoad) Done() <-chan struct{} { return f.done }
+
+// close closes the channel (again: no effect).
+func (f *firstLoad) close() { f.once.Do(func() { close(f.done) }) }
 
 // load reads the file and, if it changed, applies it, but only a whole
 // file: one quiet for the settle time, not open for writing, and the same
@@ -163,13 +178,17 @@ func (l *loader) reject(err error) {
 	l.log.Error("Desired state rejected; keeping the current desired state", "file", l.cfg.Desired, "error", err)
 }
 
-func (l *loader) validate(f *desiredFile) error {
+func (l *loader) validate(f *desiredFile) error { return validateDesired(l.cfg.Desired, f) }
+
+// validateDesired validates every entry of a decoded desired file (read
+// from path) and finds duplicates: the loader's check, and `fleet apply`'s.
+func validateDesired(path string, f *desiredFile) error {
 	var errs []error
-	errs = append(errs, validateAll("sysctls", f.Sysctls, l.sysctls.PrimaryKey)...)
-	errs = append(errs, validateAll("routes", f.Routes, l.routes.PrimaryKey)...)
-	errs = append(errs, validateAll("rules", f.Rules, l.rules.PrimaryKey)...)
+	errs = append(errs, validateAll("sysctls", f.Sysctls, sysctlKey)...)
+	errs = append(errs, validateAll("routes", f.Routes, routeKey)...)
+	errs = append(errs, validateAll("rules", f.Rules, ruleKey)...)
 	if len(errs) > 0 {
-		return fmt.Errorf("%s: %w", l.cfg.Desired, errors.Join(errs...))
+		return fmt.Errorf("%s: %w", path, errors.Join(errs...))
 	}
 	return nil
 }
@@ -191,10 +210,8 @@ func (l *loader) apply(f *desiredFile) (changed int, err error) {
 	}
 	l.initDone = nil
 	wtxn.Commit()
-	if first {
-		if l.firstApplied != nil {
-			close(l.firstApplied.done)
-		}
+	if first && l.firstApplied != nil {
+		l.firstApplied.close()
 	}
 	return n1 + n2 + n3, nil
 }

@@ -48,11 +48,11 @@ func execute(cmd *cobra.Command) int {
 func rootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "agent",
-		Short:         "Example steadystate node agent: sysctls, routes and iptables rules from a desired-state file",
+		Short:         "Example steadystate node agent: sysctls, routes and iptables rules from a desired-state file or a fleet's etcd",
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	root.AddCommand(runCommand(), diffCommand(), statusCommand(), dbCommand(), cleanupCommand())
+	root.AddCommand(runCommand(), diffCommand(), statusCommand(), dbCommand(), cleanupCommand(), fleetCommand())
 	return root
 }
 
@@ -73,19 +73,27 @@ func runCommand() *cobra.Command {
 		append(agentCells(), cell.Invoke(run.take))...)
 	cmd := h.Command()
 	cmd.Use = "run"
-	cmd.Short = "Reconcile the desired-state file (in a private network namespace unless --netns says otherwise)"
+	cmd.Short = "Reconcile the desired-state file, or the fleet's desired state in etcd (in a private network namespace unless --netns says otherwise)"
 	cmd.RunE = func(c *cobra.Command, args []string) error {
 		if err := h.Populate(); err != nil {
 			return err
 		}
 		ns, cfg, l := run.ns, run.cfg, run.l
+		if cfg.Desired == "" && !cfg.fleetMode() {
+			return exitError{code: exitUsage, err: errors.New("--desired FILE or --etcd-endpoints HOST:PORT[,...]: give the desired state's source (a file, or the fleet's etcd)")}
+		}
 		// The file is required at start: an agent with nothing loaded
 		// would only wait (and, later, prune everything it finds).
-		if _, err := os.Stat(cfg.Desired); err != nil {
+		if _, err := os.Stat(cfg.Desired); err != nil && !cfg.fleetMode() {
 			return exitError{code: exitUsage, err: fmt.Errorf("--desired %s: %w (a desired-state file is required at start; write `{}` to it for an empty desired state)", cfg.Desired, err)}
 		}
 		if msg := missingTools(); msg != "" {
 			log.Warn(msg)
+		}
+		if ns.Reexec && cfg.fleetMode() {
+			// The whole agent would run in a network of its own, where
+			// the fleet's etcd is not reachable.
+			return exitError{code: exitUsage, err: errors.New("--etcd-endpoints: fleet mode needs root for its sandbox (unprivileged, the agent runs in a network namespace of its own, away from etcd); run as root, or with --netns NAME")}
 		}
 		if ns.Reexec {
 			log.Info("Not root: running in a new user + network namespace; the host is not changed")
@@ -115,6 +123,10 @@ func runCommand() *cobra.Command {
 			if cfg.NetNS == netnsSandbox {
 				log.Info("SIGHUP: stopping (a sandbox agent stops with its terminal)")
 				h.Shutdown()
+				return
+			}
+			if cfg.fleetMode() {
+				log.Info("SIGHUP: nothing to read again in fleet mode (the desired state is watched in etcd)")
 				return
 			}
 			log.Info("SIGHUP: reading the desired file again")

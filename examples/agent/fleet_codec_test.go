@@ -1,0 +1,137 @@
+package main
+
+import (
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/steadystate/steadystate/examples/iptables"
+	"github.com/steadystate/steadystate/examples/routes"
+	"github.com/steadystate/steadystate/examples/sysctl"
+)
+
+// The sample file's objects go to etcd and come back equal, under names
+// without '/', one per primary key.
+func TestFleetCodecRoundTrip(t *testing.T) {
+	data, err := os.ReadFile("desired.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := decodeDesired("desired.yaml", data)
+	if err == nil {
+		err = validateDesired("desired.yaml", f)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := desiredObjects(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs[sysctl.TableName]) != 3 || len(objs[routes.TableName]) != 4 || len(objs[iptables.TableName]) != 4 {
+		t.Fatalf("objects by table: %d, %d, %d; want 3, 4, 4", len(objs[sysctl.TableName]), len(objs[routes.TableName]), len(objs[iptables.TableName]))
+	}
+	for table, byName := range objs {
+		for name, v := range byName {
+			if strings.Contains(name, "/") || strings.Contains(string(v), `"status"`) {
+				t.Errorf("%s %q = %s: a name with '/' or a value with status", table, name, v)
+			}
+		}
+	}
+	for _, r := range f.Routes {
+		got, err := decodeObject[routes.Route](routeKey)(fleetName(routeKey(r)), objs[routes.TableName][fleetName(routeKey(r))])
+		if err != nil || !got.Equal(r) {
+			t.Errorf("route %s: back %v, %v", r, got, err)
+		}
+	}
+	for _, s := range f.Sysctls {
+		got, err := decodeObject[sysctl.Sysctl](sysctlKey)(fleetName(s.Name), objs[sysctl.TableName][fleetName(s.Name)])
+		if err != nil || !got.Equal(s) {
+			t.Errorf("sysctl %s: back %v, %v", s, got, err)
+		}
+	}
+	for _, r := range f.Rules {
+		got, err := decodeObject[iptables.Rule](ruleKey)(fleetName(r.Key()), objs[iptables.TableName][fleetName(r.Key())])
+		if err != nil || !got.Equal(r) {
+			t.Errorf("rule %s: back %v, %v", r, got, err)
+		}
+	}
+	// Encoding is deterministic: an unchanged object is an unchanged value
+	// (etcd.Apply then writes nothing).
+	again, _ := desiredObjects(f)
+	for table, byName := range objs {
+		for name, v := range byName {
+			if string(again[table][name]) != string(v) {
+				t.Errorf("%s %s encoded twice differs: %s, %s", table, name, v, again[table][name])
+			}
+		}
+	}
+}
+
+// A value the agent cannot use is an error that says why: the reflector
+// reports it and keeps the last good version.
+func TestFleetDecodeRejects(t *testing.T) {
+	dec := decodeObject[routes.Route](routeKey)
+	name := fleetName("254/192.0.2.0/24/0")
+	for _, c := range []struct {
+		name, value, want string
+	}{
+		{name, `{"prefix":"192.0.2.0/24","type":"blackhole"}`, ""},
+		{name, `{"prefix":"192.0.2.0/24","type":"blackhole","typo":1}`, `unknown field "typo"`},
+		{name, `{"prefix":"192.0.2.1/24","type":"blackhole"}`, "host bits set"},
+		{name, `{"prefix":"192.0.2.0/24","type":"warp"}`, `type "warp" is unknown`},
+		{name, `not json`, "decoding"},
+		{fleetName("254/198.51.100.0/24/0"), `{"prefix":"192.0.2.0/24","type":"blackhole"}`, "but the object's name is"},
+	} {
+		_, err := dec(c.name, []byte(c.value))
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.value, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: error %v, want one with %q", c.value, err, c.want)
+		}
+	}
+}
+
+// fleetName is a bijection onto names without '/'.
+func FuzzFleetName(f *testing.F) {
+	for _, s := range []string{"net.ipv4.ip_forward", "254/10.0.0.0/8/0", "filter/INPUT/allow-ssh", "%2F", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, key string) {
+		name := fleetName(key)
+		if strings.Contains(name, "/") {
+			t.Fatalf("fleetName(%q) = %q has '/'", key, name)
+		}
+		back, err := url.PathUnescape(name)
+		if err != nil || back != key {
+			t.Fatalf("fleetName(%q) = %q reads back as %q, %v", key, name, back, err)
+		}
+	})
+}
+
+// Whatever etcd holds, decoding a route either fails or yields a valid
+// route stored under its own name, whose value decodes to it again.
+func FuzzFleetDecodeRoute(f *testing.F) {
+	f.Add("254%2F192.0.2.0%2F24%2F0", []byte(`{"prefix":"192.0.2.0/24","type":"blackhole"}`))
+	f.Add("x", []byte(`{"prefix":"10.0.0.0/8","dev":"lo","metric":5,"table":7}`))
+	dec := decodeObject[routes.Route](routeKey)
+	f.Fuzz(func(t *testing.T, name string, v []byte) {
+		r, err := dec(name, v)
+		if err != nil {
+			return
+		}
+		if err := r.Validate(); err != nil || fleetName(routeKey(r)) != name {
+			t.Fatalf("decoded %v (%v) under %q", r, err, name)
+		}
+		enc, err := encodeObject(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := dec(name, enc)
+		if err != nil || !back.Equal(r) {
+			t.Fatalf("re-encoded %s decodes to %v, %v", enc, back, err)
+		}
+	})
+}

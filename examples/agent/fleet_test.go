@@ -1,0 +1,335 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/steadystate/steadystate/etcd/etcdtest"
+	"github.com/steadystate/steadystate/examples/internal/netnstest"
+	"github.com/steadystate/steadystate/examples/internal/netnsutil"
+)
+
+// fleetCLI runs `agent fleet ARGS --etcd-endpoints EPS`.
+type fleetCLI struct {
+	t   *testing.T
+	bin string
+	eps string
+}
+
+func (f fleetCLI) run(args ...string) (string, error) {
+	out, err := exec.Command(f.bin, append(append([]string{"fleet"}, args...), "--etcd-endpoints", f.eps)...).CombinedOutput()
+	return string(out), err
+}
+
+// apply applies file (to node, if not "") and returns the revision it
+// printed.
+func (f fleetCLI) apply(file, node string) int64 {
+	f.t.Helper()
+	args := []string{"apply", "-f", file}
+	if node != "" {
+		args = append(args, "--node", node)
+	}
+	out, err := f.run(args...)
+	if err != nil {
+		f.t.Fatalf("fleet apply %s: %v\n%s", file, err, out)
+	}
+	m := regexp.MustCompile(`in force at revision (\d+)`).FindStringSubmatch(out)
+	if m == nil {
+		f.t.Fatalf("fleet apply printed no revision: %s", out)
+	}
+	rev, _ := strconv.ParseInt(m[1], 10, 64)
+	return rev
+}
+
+func (f fleetCLI) status() (fleetReport, error) {
+	out, err := f.run("status", "--format", "json")
+	if err != nil {
+		return fleetReport{}, fmt.Errorf("%v: %s", err, out)
+	}
+	var rep fleetReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		return fleetReport{}, fmt.Errorf("%v: %s", err, out)
+	}
+	return rep, nil
+}
+
+// waitApplied waits until `fleet status` says every one of the nodes has
+// applied the desired state of revision rev.
+func (f fleetCLI) waitApplied(rev int64, nodes ...string) fleetReport {
+	f.t.Helper()
+	var rep fleetReport
+	waitFor(f.t, fmt.Sprintf("%d nodes applied at revision %d", len(nodes), rev), func() error {
+		var err error
+		if rep, err = f.status(); err != nil {
+			return err
+		}
+		want := fmt.Sprintf("applied on %d of %d nodes at revision %d", len(nodes), len(nodes), rev)
+		if rep.Summary != want {
+			return fmt.Errorf("%q, want %q; nodes %+v", rep.Summary, want, rep.Nodes)
+		}
+		for i, n := range rep.Nodes {
+			if n.Node != nodes[i] {
+				return fmt.Errorf("nodes %+v, want %v", rep.Nodes, nodes)
+			}
+		}
+		return nil
+	})
+	return rep
+}
+
+// startFleetAgent starts `agent run` in fleet mode as node on ns.
+func startFleetAgent(t *testing.T, bin, eps, node string, ns netnsutil.NS) *agentProc {
+	t.Helper()
+	dir := t.TempDir()
+	a := &agentProc{t: t, bin: bin, socket: filepath.Join(dir, "agent.sock"), out: &syncBuffer{}, ns: ns}
+	a.cmd = exec.Command(bin, "run", "--etcd-endpoints", eps, "--node", node, "--netns", filepath.Base(string(ns)),
+		"--socket", a.socket, "--state-dir", filepath.Join(dir, "state"), "--status-ttl", "3s",
+		"--full-reconciliation-interval", "300ms", "--refresh-interval", "300ms")
+	a.cmd.Stdout, a.cmd.Stderr = a.out, a.out
+	if err := a.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.stop(syscall.SIGTERM) })
+	return a
+}
+
+// kernelState is what the real tools show in ns: routes (v4, v6, every
+// table), the filter and nat rules, and the sysctls named.
+func kernelState(t *testing.T, ns netnsutil.NS, sysctls ...string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, args := range [][]string{
+		{"ip", "-4", "route", "show", "table", "all"},
+		{"ip", "-6", "route", "show", "table", "all"},
+		{"iptables-save", "-t", "filter"},
+		{"iptables-save", "-t", "nat"},
+	} {
+		out, err := ns.Command(args[0], args[1:]...)
+		if err != nil {
+			t.Fatalf("%v in %s: %v\n%s", args, ns, err, out)
+		}
+		b.Write(out)
+	}
+	for _, s := range sysctls {
+		fmt.Fprintf(&b, "%s = %s\n", s, readSysctl(t, ns, s))
+	}
+	return b.String()
+}
+
+// checkKernel fails unless the kernel state of ns has every want and none
+// of the unwanted (prefixed "!").
+func checkKernel(t *testing.T, ns netnsutil.NS, node string, want ...string) {
+	t.Helper()
+	state := kernelState(t, ns, "net.ipv4.ip_forward", "net.ipv6.conf.all.forwarding", "net.ipv4.conf.all.rp_filter")
+	for _, w := range want {
+		if neg, ok := strings.CutPrefix(w, "!"); ok {
+			if strings.Contains(state, neg) {
+				t.Errorf("node %s: kernel has %q:\n%s", node, neg, state)
+			}
+		} else if !strings.Contains(state, w) {
+			t.Errorf("node %s: kernel lacks %q:\n%s", node, w, state)
+		}
+	}
+}
+
+// What the sample desired file makes of a namespace's kernel.
+var sampleKernel = []string{
+	"blackhole 192.0.2.0/24", "blackhole 2001:db8::/32", "198.51.100.0/24 dev lo proto 254 scope link metric 100",
+	"198.51.100.0/24 dev lo table 100", "--dport 22 ", "-p icmp", "-s 198.51.100.0/24", "MASQUERADE",
+	"net.ipv4.ip_forward = 1", "net.ipv6.conf.all.forwarding = 1", "net.ipv4.conf.all.rp_filter = 2",
+}
+
+// The sample, edited: ip_forward off, a route gone and one added, the SSH
+// rule's port changed, the masquerade rule gone.
+const fleetEdited = `
+sysctls:
+  - name: net.ipv4.ip_forward
+    value: "0"
+  - name: net.ipv6.conf.all.forwarding
+    value: "1"
+  - name: net.ipv4.conf.all.rp_filter
+    value: "2"
+routes:
+  - prefix: 192.0.2.0/24
+    type: blackhole
+  - prefix: 2001:db8::/32
+    type: blackhole
+  - prefix: 203.0.113.0/24
+    type: unreachable
+  - prefix: 198.51.100.0/24
+    dev: lo
+    table: 100
+rules:
+  - table: filter
+    chain: INPUT
+    name: allow-ssh
+    priority: 10
+    spec: -p tcp --dport 2222 -j ACCEPT
+  - table: filter
+    chain: INPUT
+    name: allow-icmp
+    priority: 20
+    spec: -p icmp -j ACCEPT
+`
+
+var editedKernel = []string{
+	"blackhole 192.0.2.0/24", "unreachable 203.0.113.0/24", "198.51.100.0/24 dev lo table 100",
+	"!198.51.100.0/24 dev lo proto 254 scope link metric 100", "--dport 2222 ", "!--dport 22 ", "!MASQUERADE",
+	"net.ipv4.ip_forward = 0",
+}
+
+// TestFleetEndToEnd runs a 3-member etcd cluster and three agents in fleet
+// mode, each in a network namespace of its own, and drives them with
+// `agent fleet`: the sample file applied fleet-wide reaches every kernel
+// and `fleet status` says 3 of 3 at its revision; an edit reaches all
+// three; a broken file changes nothing; a node's own object reaches that
+// node alone; a second agent with a node name in use refuses to start;
+// with every etcd member down the agents keep their state and report
+// Degraded, and converge when etcd is back; a killed agent leaves the
+// fleet view within its status TTL.
+func TestFleetEndToEnd(t *testing.T) {
+	netnstest.RequireRoot(t)
+	netnstest.RequireCommand(t, "iptables-restore")
+	bin := buildAgent(t)
+	cluster := etcdtest.StartCluster(t, etcdtest.Binary(t), 3)
+	eps := strings.Join(cluster.Endpoints(), ",")
+	fleet := fleetCLI{t: t, bin: bin, eps: eps}
+
+	// The desired state goes in before any agent runs.
+	rev1 := fleet.apply("desired.yaml", "")
+	nodes := []string{"node-0", "node-1", "node-2"}
+	var agents []*agentProc
+	for _, node := range nodes {
+		agents = append(agents, startFleetAgent(t, bin, eps, node, netnstest.New(t)))
+	}
+	rep := fleet.waitApplied(rev1, nodes...)
+	for i, a := range agents {
+		checkKernel(t, a.ns, nodes[i], sampleKernel...)
+		if err := a.probe("/readyz", 200, "ok"); err != nil {
+			t.Error(err)
+		}
+	}
+	for _, n := range rep.Nodes {
+		if n.Objects["Done"] != 11 || len(n.Errors) != 0 {
+			t.Errorf("node %s: objects %v, errors %v; want 11 Done", n.Node, n.Objects, n.Errors)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// An edit reaches all three.
+	edited := filepath.Join(t.TempDir(), "edited.yaml")
+	if err := os.WriteFile(edited, []byte(fleetEdited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rev2 := fleet.apply(edited, "")
+	if rev2 <= rev1 {
+		t.Fatalf("edit in force at revision %d, not after %d", rev2, rev1)
+	}
+	fleet.waitApplied(rev2, nodes...)
+	for i, a := range agents {
+		checkKernel(t, a.ns, nodes[i], editedKernel...)
+	}
+
+	// A broken file writes nothing: the error names the file and the
+	// entry; the revision and every kernel stay.
+	broken := filepath.Join(t.TempDir(), "broken.yaml")
+	if err := os.WriteFile(broken, []byte("routes:\n  - prefix: 10.0.0.1/8\n    type: blackhole\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := fleet.run("apply", "-f", broken); err == nil || !strings.Contains(out, broken) ||
+		!strings.Contains(out, "routes[0]") || !strings.Contains(out, "not applied") {
+		t.Fatalf("fleet apply of a broken file: %v\n%s", err, out)
+	}
+	if rep, err := fleet.status(); err != nil || rep.Revision != rev2 || rep.Applied != 3 {
+		t.Fatalf("after the broken file: %+v, %v; want still 3 of 3 at revision %d", rep, err, rev2)
+	}
+	for i, a := range agents {
+		checkKernel(t, a.ns, nodes[i], editedKernel...)
+	}
+
+	// A node's own object reaches that node alone.
+	own := filepath.Join(t.TempDir(), "own.yaml")
+	if err := os.WriteFile(own, []byte("routes:\n  - prefix: 100.64.0.0/10\n    type: prohibit\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rev3 := fleet.apply(own, "node-1")
+	rep = fleet.waitApplied(rev3, nodes...)
+	for i, a := range agents {
+		if i == 1 {
+			checkKernel(t, a.ns, nodes[i], append([]string{"prohibit 100.64.0.0/10"}, editedKernel...)...)
+		} else {
+			checkKernel(t, a.ns, nodes[i], append([]string{"!100.64.0.0/10"}, editedKernel...)...)
+		}
+	}
+	if rep.Nodes[0].Desired != rev2 || rep.Nodes[1].Desired != rev3 {
+		t.Errorf("desired revisions %d, %d; want %d (fleet-wide) and %d (node-1's own)", rep.Nodes[0].Desired, rep.Nodes[1].Desired, rev2, rev3)
+	}
+
+	// A second live agent with a node name in use refuses to start, before
+	// it changes anything.
+	dup := startFleetAgent(t, bin, eps, "node-0", netnstest.New(t))
+	done := make(chan error, 1)
+	go func() { done <- dup.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(dup.out.String(), "node name in use") {
+			t.Fatalf("second agent as node-0: %v\n%s", err, dup.out.String())
+		}
+		if state := kernelState(t, dup.ns); strings.Contains(state, "192.0.2.0/24") {
+			t.Fatalf("the refused agent applied routes:\n%s", state)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("second agent as node-0 still running after 30s:\n%s", dup.out.String())
+	}
+
+	// Every etcd member down: the agents keep what they applied and report
+	// Degraded; back, they converge on a change made meanwhile... made
+	// after the cluster is back (nothing can be written while it is down).
+	for i := range cluster.Members {
+		cluster.Kill(i)
+	}
+	for i, a := range agents {
+		waitFor(t, nodes[i]+" Degraded with etcd down", func() error { return a.probe("/healthz", 503, "Degraded") })
+		checkKernel(t, a.ns, nodes[i], editedKernel...)
+	}
+	for i := range cluster.Members {
+		cluster.Restart(i)
+	}
+	cluster.WaitHealthy()
+	rev4 := fleet.apply("desired.yaml", "")
+	fleet.waitApplied(rev4, nodes...)
+	for i, a := range agents {
+		checkKernel(t, a.ns, nodes[i], sampleKernel...)
+		waitFor(t, nodes[i]+" healthy again", func() error { return a.probe("/healthz", 200, `"level": "OK"`) })
+	}
+
+	// A killed agent's status expires with its lease (3s here).
+	agents[2].cmd.Process.Kill()
+	killed := time.Now()
+	waitFor(t, "node-2 gone from the fleet view", func() error {
+		rep, err := fleet.status()
+		if err != nil {
+			return err
+		}
+		if len(rep.Nodes) != 2 || rep.Summary != fmt.Sprintf("applied on 2 of 2 nodes at revision %d", rev4) {
+			return fmt.Errorf("%s: %+v", rep.Summary, rep.Nodes)
+		}
+		return nil
+	})
+	if gone := time.Since(killed); gone > 3*time.Second+5*time.Second {
+		t.Errorf("node-2 left the view %v after it was killed; its TTL is 3s", gone)
+	} else {
+		t.Logf("node-2 left the fleet view %v after SIGKILL (TTL 3s)", gone.Round(10*time.Millisecond))
+	}
+}
