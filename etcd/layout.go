@@ -15,6 +15,7 @@
 //	PREFIX/desired/TABLE/SCOPE/current          the generation in force ("g000000000042")
 //	PREFIX/desired/TABLE/SCOPE/gen/GEN/NAME     an object of that generation (its value: the object)
 //	PREFIX/status/NODE                          a node's status (JSON), under the node's lease
+//	PREFIX/objects/NODE/TABLE/NAME              an object's status on a node (optional), under the same lease
 //
 // Apply stages a whole new generation, then flips the current pointer in
 // one transaction and deletes the old generation: etcd limits a
@@ -87,6 +88,16 @@ func (l Layout) Generation(table, scope, gen string) string {
 
 // Status returns the key of a node's status.
 func (l Layout) Status(node string) string { return l.StatusPrefix() + node }
+
+// ObjectStatus returns the key of one object's status on node (kept only
+// with PublisherConfig.ObjectStatuses):
+// PREFIX/objects/NODE/TABLE/NAME.
+func (l Layout) ObjectStatus(node, table, name string) string {
+	return l.ObjectStatusPrefix(node) + table + "/" + name
+}
+
+// ObjectStatusPrefix returns the prefix of node's object status keys.
+func (l Layout) ObjectStatusPrefix(node string) string { return l.prefix() + "/objects/" + node + "/" }
 
 // StatusPrefix returns the prefix of the nodes' status keys.
 func (l Layout) StatusPrefix() string { return l.prefix() + "/status/" }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -56,8 +57,20 @@ type PublisherConfig struct {
 	MinInterval time.Duration
 	// Burst is how many writes may follow each other without waiting.
 	// Default 3.
-	Burst  int
-	Logger *slog.Logger
+	Burst int
+	// ObjectStatuses makes the publisher keep, beside the node's summary,
+	// one key per object given to PublishObjects (Layout.ObjectStatus),
+	// under the same lease and rate limit. Off by default: a fleet of N
+	// nodes with M objects holds N×M such keys.
+	ObjectStatuses bool
+	Logger         *slog.Logger
+}
+
+// ObjectStatus is one object's status on a node, kept under
+// Layout.ObjectStatus when PublisherConfig.ObjectStatuses is set.
+type ObjectStatus struct {
+	Kind  string `json:"kind"` // "Done", "Pending", "Error", ...
+	Error string `json:"error,omitempty"`
 }
 
 // Publisher keeps a node's status in etcd: under a lease kept alive while
@@ -71,10 +84,14 @@ type Publisher struct {
 	mu      sync.Mutex
 	latest  []byte // the status to write
 	written []byte // the status last written
-	wake    chan struct{}
-	writes  int
-	done    chan struct{}
-	cancel  context.CancelFunc
+	// Per-object statuses (ObjectStatuses): table → name → JSON, the
+	// latest given and the last written (nil after a lost lease: all are
+	// written again).
+	latestObjs, writtenObjs map[string]map[string]string
+	wake                    chan struct{}
+	writes                  int
+	done                    chan struct{}
+	cancel                  context.CancelFunc
 }
 
 // StartPublisher grants the lease, claims the node's status key (failing
@@ -147,6 +164,64 @@ func (p *Publisher) Publish(st NodeStatus) {
 	}
 }
 
+// PublishObjects sets the statuses of table's objects (name → status) to
+// keep under their keys: changed ones are written, those no longer in
+// objects deleted, with the next write of the summary. It does nothing
+// unless PublisherConfig.ObjectStatuses is set; it returns at once.
+func (p *Publisher) PublishObjects(table string, objects map[string]ObjectStatus) {
+	if !p.cfg.ObjectStatuses {
+		return
+	}
+	enc := make(map[string]string, len(objects))
+	for name, st := range objects {
+		if checkName("object name", name) != nil {
+			p.cfg.Logger.Error("Object status not kept: bad name", "table", table, "name", name)
+			continue
+		}
+		b, _ := json.Marshal(st)
+		enc[name] = string(b)
+	}
+	p.mu.Lock()
+	if p.latestObjs == nil {
+		p.latestObjs = map[string]map[string]string{}
+	}
+	p.latestObjs[table] = enc
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// objectOps returns the operations that make the object status keys
+// match the latest statuses, under lease (p.mu held).
+func (p *Publisher) objectOps(lease clientv3.LeaseID) []clientv3.Op {
+	var ops []clientv3.Op
+	for _, table := range slices.Sorted(maps.Keys(p.latestObjs)) {
+		want, have := p.latestObjs[table], p.writtenObjs[table]
+		for _, name := range slices.Sorted(maps.Keys(want)) {
+			if v, ok := have[name]; !ok || v != want[name] {
+				ops = append(ops, clientv3.OpPut(p.cfg.Layout.ObjectStatus(p.cfg.Node, table, name), want[name], clientv3.WithLease(lease)))
+			}
+		}
+		for _, name := range slices.Sorted(maps.Keys(have)) {
+			if _, ok := want[name]; !ok {
+				ops = append(ops, clientv3.OpDelete(p.cfg.Layout.ObjectStatus(p.cfg.Node, table, name)))
+			}
+		}
+	}
+	return ops
+}
+
+// copyObjs copies the latest object statuses, to be the written ones.
+func copyObjs(m map[string]map[string]string) map[string]map[string]string {
+	c := make(map[string]map[string]string, len(m))
+	for t, byName := range m {
+		c[t] = maps.Clone(byName)
+	}
+	return c
+}
+
 // Writes returns how many times the status was written (the claim
 // included).
 func (p *Publisher) Writes() int {
@@ -204,15 +279,17 @@ func (p *Publisher) run(ctx context.Context, keep <-chan *clientv3.LeaseKeepAliv
 			continue
 		}
 		p.mu.Lock()
-		data, same := p.latest, bytes.Equal(p.latest, p.written)
+		data, same, lease := p.latest, bytes.Equal(p.latest, p.written), p.lease
+		objOps, objs := p.objectOps(lease), copyObjs(p.latestObjs)
 		p.mu.Unlock()
-		if same {
+		if same && len(objOps) == 0 {
 			continue
 		}
-		p.mu.Lock()
-		lease := p.lease
-		p.mu.Unlock()
-		if _, err := p.cfg.Client.Put(ctx, p.key, string(data), clientv3.WithLease(lease)); err != nil {
+		var ops []clientv3.Op
+		if !same {
+			ops = append(ops, clientv3.OpPut(p.key, string(data), clientv3.WithLease(lease)))
+		}
+		if err := p.commit(ctx, append(ops, objOps...)); err != nil {
 			if ctx.Err() == nil {
 				p.cfg.Logger.Warn("Writing the node status failed", "error", err)
 				timer = time.After(p.cfg.MinInterval)
@@ -222,9 +299,23 @@ func (p *Publisher) run(ctx context.Context, keep <-chan *clientv3.LeaseKeepAliv
 		tokens--
 		p.mu.Lock()
 		p.written = data
+		p.writtenObjs = objs
 		p.writes++
 		p.mu.Unlock()
 	}
+}
+
+// commit runs ops in transactions within etcd's operation limit (one,
+// unless many object statuses changed at once).
+func (p *Publisher) commit(ctx context.Context, ops []clientv3.Op) error {
+	for len(ops) > 0 {
+		n := min(len(ops), maxTxnOps)
+		if _, err := p.cfg.Client.Txn(ctx).Then(ops[:n]...).Commit(); err != nil {
+			return err
+		}
+		ops = ops[n:]
+	}
+	return nil
 }
 
 // reclaim grants a new lease and claims the node's status key with it,
@@ -278,6 +369,7 @@ func (p *Publisher) claim(ctx context.Context) (<-chan *clientv3.LeaseKeepAliveR
 	p.mu.Lock()
 	p.lease = lease.ID
 	p.written = data
+	p.writtenObjs = nil // gone with the old lease
 	p.writes++
 	p.mu.Unlock()
 	return keep, nil
@@ -305,6 +397,32 @@ func Fleet(ctx context.Context, c *clientv3.Client, l Layout) (View, error) {
 	}
 	slices.SortFunc(v.Nodes, func(a, b NodeStatus) int { return strings.Compare(a.Node, b.Node) })
 	return v, nil
+}
+
+// ObjectStatuses reads node's object statuses (kept only with
+// PublisherConfig.ObjectStatuses): table → name → status.
+func ObjectStatuses(ctx context.Context, c *clientv3.Client, l Layout, node string) (map[string]map[string]ObjectStatus, error) {
+	if err := checkName("node", node); err != nil {
+		return nil, err
+	}
+	prefix := l.ObjectStatusPrefix(node)
+	resp, err := c.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", prefix, err)
+	}
+	out := map[string]map[string]ObjectStatus{}
+	for _, kv := range resp.Kvs {
+		table, name, ok := strings.Cut(strings.TrimPrefix(string(kv.Key), prefix), "/")
+		var st ObjectStatus
+		if !ok || json.Unmarshal(kv.Value, &st) != nil {
+			return nil, fmt.Errorf("object status %s: not TABLE/NAME with a JSON status", kv.Key)
+		}
+		if out[table] == nil {
+			out[table] = map[string]ObjectStatus{}
+		}
+		out[table][name] = st
+	}
+	return out, nil
 }
 
 // Applied returns how many of the live nodes have applied the desired

@@ -170,3 +170,80 @@ func TestPublisherReclaims(t *testing.T) {
 		t.Fatalf("the status is not under a new lease: %v", err)
 	}
 }
+
+// Per-object status keys: off by default; on, they follow PublishObjects
+// (changed ones written, gone ones deleted, unchanged ones left alone,
+// more than one transaction's worth at once), and go with the lease.
+func TestPublisherObjectStatuses(t *testing.T) {
+	c := startEtcd(t)
+	ctx := ctxT(t)
+	l := etcd.Layout{}
+	off, err := etcd.StartPublisher(ctx, etcd.PublisherConfig{Client: c, Layout: l, Node: "off", MinInterval: time.Millisecond}, etcd.NodeStatus{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	off.PublishObjects("routes", map[string]etcd.ObjectStatus{"a": {Kind: "Done"}})
+	off.Publish(etcd.NodeStatus{Revision: 7})
+	waitView(t, c, l, "off's status", func(v etcd.View) bool { return len(v.Nodes) == 1 && v.Nodes[0].Revision == 7 })
+	if got, err := etcd.ObjectStatuses(ctx, c, l, "off"); err != nil || len(got) != 0 {
+		t.Fatalf("object statuses without ObjectStatuses: %v, %v", got, err)
+	}
+	off.Stop(ctx)
+
+	p, err := etcd.StartPublisher(ctx, etcd.PublisherConfig{Client: c, Layout: l, Node: "n1", MinInterval: time.Millisecond, ObjectStatuses: true}, etcd.NodeStatus{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := map[string]etcd.ObjectStatus{"b": {Kind: "Error", Error: "boom"}}
+	for i := range 300 {
+		objs[fmt.Sprintf("o%03d", i)] = etcd.ObjectStatus{Kind: "Done"}
+	}
+	p.PublishObjects("routes", objs)
+	p.PublishObjects("rules", map[string]etcd.ObjectStatus{"x": {Kind: "Pending"}})
+	wait := func(what string, cond func(map[string]map[string]etcd.ObjectStatus) bool) map[string]map[string]etcd.ObjectStatus {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			got, err := etcd.ObjectStatuses(ctx, c, l, "n1")
+			if err == nil && cond(got) {
+				return got
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %v, %v", what, got, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	got := wait("301 routes and a rule", func(m map[string]map[string]etcd.ObjectStatus) bool {
+		return len(m["routes"]) == 301 && len(m["rules"]) == 1
+	})
+	if got["routes"]["b"] != (etcd.ObjectStatus{Kind: "Error", Error: "boom"}) || got["rules"]["x"].Kind != "Pending" {
+		t.Fatalf("statuses %v, %v", got["routes"]["b"], got["rules"]["x"])
+	}
+	before, err := c.Get(ctx, l.ObjectStatus("n1", "routes", "o000"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b repaired, o299 gone, the rest unchanged.
+	objs["b"] = etcd.ObjectStatus{Kind: "Done"}
+	delete(objs, "o299")
+	p.PublishObjects("routes", objs)
+	wait("b Done, o299 gone", func(m map[string]map[string]etcd.ObjectStatus) bool {
+		_, gone := m["routes"]["o299"]
+		return m["routes"]["b"].Kind == "Done" && !gone && len(m["routes"]) == 300
+	})
+	after, err := c.Get(ctx, l.ObjectStatus("n1", "routes", "o000"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Kvs[0].ModRevision != before.Kvs[0].ModRevision {
+		t.Fatalf("an unchanged object status was written again (mod revision %d → %d)", before.Kvs[0].ModRevision, after.Kvs[0].ModRevision)
+	}
+	// Stopping revokes the lease: every key of the node goes.
+	if err := p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := etcd.ObjectStatuses(ctx, c, l, "n1"); err != nil || len(got) != 0 {
+		t.Fatalf("object statuses after Stop: %v, %v", got, err)
+	}
+}

@@ -58,6 +58,9 @@ type AgentConfig struct {
 	// StatusTTL is the lease of the node's status in etcd: it disappears
 	// this long after the agent stopped without revoking it (a crash).
 	StatusTTL time.Duration
+	// ObjectStatus makes the node keep one status key per object in etcd
+	// beside its summary (off by default: N nodes × M objects keys).
+	ObjectStatus bool
 }
 
 // Defaults of `agent run`'s intervals.
@@ -113,6 +116,7 @@ func (def AgentConfig) Flags(fs *pflag.FlagSet) {
 	fs.String("etcd-key", def.EtcdKey, "client key file for etcd (TLS)")
 	fs.String("node", def.Node, "fleet mode: this agent's node name (its own desired objects, its status); two live agents may not share one")
 	fs.Duration("status-ttl", def.StatusTTL, "fleet mode: how long the node's status outlives an agent that died without leaving")
+	fs.Bool("object-status", def.ObjectStatus, "fleet mode: also keep each object's status in etcd (`agent fleet status --objects` shows them)")
 }
 
 // Validate implements the config check of hive.

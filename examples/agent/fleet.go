@@ -318,6 +318,7 @@ func (f *fleetAgent) start(ctx context.Context, opts etcdOptions) error {
 	defer cancel()
 	pub, err := etcd.StartPublisher(ctx, etcd.PublisherConfig{
 		Client: c, Layout: opts.layout(), Node: f.cfg.Node, TTL: f.cfg.StatusTTL, Logger: f.log,
+		ObjectStatuses: f.cfg.ObjectStatus,
 	}, etcd.NodeStatus{})
 	if err != nil {
 		c.Close()
@@ -364,10 +365,21 @@ type reportedTable struct {
 	revision func(statedb.ReadTxn) (statedb.Revision, <-chan struct{})
 	wait     func(ctx context.Context, rev statedb.Revision) error
 	count    func(txn statedb.ReadTxn, st *etcd.NodeStatus)
+	name     string
+	objects  func(txn statedb.ReadTxn) map[string]etcd.ObjectStatus
 }
 
 func reportTable[Obj any](t statedb.Table[Obj], rec reconciler.Reconciler[Obj], getStatus func(Obj) reconciler.Status, key func(Obj) string) reportedTable {
 	return reportedTable{
+		name: t.Name(),
+		objects: func(txn statedb.ReadTxn) map[string]etcd.ObjectStatus {
+			out := map[string]etcd.ObjectStatus{}
+			for obj := range t.All(txn) {
+				s := getStatus(obj)
+				out[fleetName(key(obj))] = etcd.ObjectStatus{Kind: s.Kind.String(), Error: s.Error}
+			}
+			return out
+		},
 		revision: func(txn statedb.ReadTxn) (statedb.Revision, <-chan struct{}) {
 			_, watch := t.AllWatch(txn)
 			return t.Revision(txn), watch
@@ -457,6 +469,9 @@ func (r *statusReporter) run(ctx context.Context, health cell.Health) error {
 			txn := r.db.ReadTxn()
 			for _, t := range r.tables {
 				t.count(txn, &st)
+				if r.f.cfg.ObjectStatus {
+					r.f.pub.PublishObjects(t.name, t.objects(txn))
+				}
 			}
 			r.f.publish(st)
 			last, lastRevs, lastPublished = st, revs, time.Now()

@@ -87,13 +87,14 @@ func (f fleetCLI) waitApplied(rev int64, nodes ...string) fleetReport {
 }
 
 // startFleetAgent starts `agent run` in fleet mode as node on ns.
-func startFleetAgent(t *testing.T, bin, eps, node string, ns netnsutil.NS) *agentProc {
+func startFleetAgent(t *testing.T, bin, eps, node string, ns netnsutil.NS, extra ...string) *agentProc {
 	t.Helper()
 	dir := t.TempDir()
 	a := &agentProc{t: t, bin: bin, socket: filepath.Join(dir, "agent.sock"), out: &syncBuffer{}, ns: ns}
 	a.cmd = exec.Command(bin, "run", "--etcd-endpoints", eps, "--node", node, "--netns", filepath.Base(string(ns)),
 		"--socket", a.socket, "--state-dir", filepath.Join(dir, "state"), "--status-ttl", "3s",
 		"--full-reconciliation-interval", "300ms", "--refresh-interval", "300ms")
+	a.cmd.Args = append(a.cmd.Args, extra...)
 	a.cmd.Stdout, a.cmd.Stderr = a.out, a.out
 	if err := a.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -208,8 +209,12 @@ func TestFleetEndToEnd(t *testing.T) {
 	rev1 := fleet.apply("desired.yaml", "")
 	nodes := []string{"node-0", "node-1", "node-2"}
 	var agents []*agentProc
-	for _, node := range nodes {
-		agents = append(agents, startFleetAgent(t, bin, eps, node, netnstest.New(t)))
+	for i, node := range nodes {
+		var extra []string
+		if i == 1 {
+			extra = []string{"--object-status"}
+		}
+		agents = append(agents, startFleetAgent(t, bin, eps, node, netnstest.New(t), extra...))
 	}
 	rep := fleet.waitApplied(rev1, nodes...)
 	for i, a := range agents {
@@ -331,5 +336,33 @@ func TestFleetEndToEnd(t *testing.T) {
 		t.Errorf("node-2 left the view %v after it was killed; its TTL is 3s", gone)
 	} else {
 		t.Logf("node-2 left the fleet view %v after SIGKILL (TTL 3s)", gone.Round(10*time.Millisecond))
+	}
+
+	// A rule iptables rejects, for node-1 alone (which keeps object
+	// statuses): node-1 reports the error, the fleet view says so and
+	// names the object; node-0 is unaffected.
+	bad := filepath.Join(t.TempDir(), "bad-rule.yaml")
+	if err := os.WriteFile(bad, []byte("rules:\n  - table: filter\n    chain: INPUT\n    name: odd\n    spec: -m nosuchmatch --foo 1 -j ACCEPT\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rev5 := fleet.apply(bad, "node-1")
+	waitFor(t, "node-1's failing rule in the fleet view", func() error {
+		out, err := fleet.run("status", "--objects")
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		for _, want := range []string{"node-1: iptables-rules filter/INPUT/odd: Error", fmt.Sprintf("applied on 1 of 2 nodes at revision %d", rev5)} {
+			if !strings.Contains(out, want) {
+				return fmt.Errorf("no %q in:\n%s", want, out)
+			}
+		}
+		return nil
+	})
+	rep, err := fleet.status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := rep.Nodes[1]; n.Node != "node-1" || n.Applied || n.Objects["Error"] != 1 || len(n.Errors) != 1 || !strings.Contains(n.Errors[0], "filter/INPUT/odd") {
+		t.Fatalf("node-1 with a rule iptables rejects: %+v", n)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/url"
 	"os"
 	"os/signal"
 	"slices"
@@ -125,6 +126,10 @@ type fleetReport struct {
 
 type nodeReport struct {
 	etcd.NodeStatus `yaml:",inline"`
+	// NotDone are the node's objects not Done, by table and name, when it
+	// keeps object statuses (agent run --object-status) and --objects
+	// asked for them.
+	NotDone map[string]map[string]etcd.ObjectStatus `json:"notDone,omitempty" yaml:"notDone,omitempty"`
 	// Desired is the revision of the node's desired state (fleet-wide
 	// and its own); Applied says whether the node has applied it.
 	Desired int64 `json:"desired" yaml:"desired"`
@@ -132,7 +137,7 @@ type nodeReport struct {
 }
 
 // readFleet reads every live node's status and its desired revision.
-func readFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout) (fleetReport, error) {
+func readFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout, objects bool) (fleetReport, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	view, err := etcd.Fleet(ctx, c, l)
@@ -152,6 +157,26 @@ func readFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout) (fleetRep
 			return fleetReport{}, err
 		}
 		n := nodeReport{NodeStatus: st, Desired: want, Applied: st.Applied(want)}
+		if objects {
+			all, err := etcd.ObjectStatuses(ctx, c, l, st.Node)
+			if err != nil {
+				return fleetReport{}, err
+			}
+			for table, byName := range all {
+				for name, ost := range byName {
+					if ost.Kind == "Done" {
+						continue
+					}
+					if n.NotDone == nil {
+						n.NotDone = map[string]map[string]etcd.ObjectStatus{}
+					}
+					if n.NotDone[table] == nil {
+						n.NotDone[table] = map[string]etcd.ObjectStatus{}
+					}
+					n.NotDone[table][name] = ost
+				}
+			}
+		}
 		if n.Applied {
 			rep.Applied++
 		}
@@ -217,6 +242,15 @@ func printFleet(w io.Writer, rep fleetReport, format string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	for _, n := range rep.Nodes {
+		for _, table := range slices.Sorted(maps.Keys(n.NotDone)) {
+			for _, name := range slices.Sorted(maps.Keys(n.NotDone[table])) {
+				ost := n.NotDone[table][name]
+				key, _ := url.PathUnescape(name)
+				fmt.Fprintf(w, "  %s: %s %s: %s %s\n", n.Node, table, key, ost.Kind, ost.Error)
+			}
+		}
+	}
 	_, err := fmt.Fprintln(w, rep.Summary)
 	return err
 }
@@ -243,6 +277,7 @@ failing), its objects by status and its latest errors; then the summary
 		Args: cobra.NoArgs,
 	}
 	format := cmd.Flags().String("format", "table", "output format: table, json or yaml")
+	objects := cmd.Flags().Bool("objects", false, "also list each node's objects not Done (nodes run with --object-status)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := checkFormat(*format); err != nil {
 			return err
@@ -252,7 +287,7 @@ failing), its objects by status and its latest errors; then the summary
 			return err
 		}
 		defer c.Close()
-		rep, err := readFleet(cmd.Context(), c, opts.layout())
+		rep, err := readFleet(cmd.Context(), c, opts.layout(), *objects)
 		if err != nil {
 			return err
 		}
@@ -292,7 +327,7 @@ func watchFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout, w io.Wri
 	prefix := strings.TrimSuffix(l.StatusPrefix(), "status/")
 	var last string
 	show := func() error {
-		rep, err := readFleet(ctx, c, l)
+		rep, err := readFleet(ctx, c, l, false)
 		if err != nil {
 			return err
 		}
