@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -124,8 +125,8 @@ func (c AgentConfig) Validate() error {
 	switch {
 	case c.Desired != "" && c.fleetMode():
 		return fmt.Errorf("--desired and --etcd-endpoints: give one, not both (a file, or the fleet's etcd)")
-	case c.fleetMode() && c.Node == "":
-		return fmt.Errorf("--node: a node name is required in fleet mode")
+	case c.fleetMode() && (c.Node == "" || strings.ContainsAny(c.Node, "/\x00")):
+		return fmt.Errorf("--node: a node name without '/' is required in fleet mode, got %q", c.Node)
 	case c.fleetMode() && c.StatusTTL < 2*time.Second:
 		return fmt.Errorf("--status-ttl: must be at least 2s, got %v", c.StatusTTL)
 	}

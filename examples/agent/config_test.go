@@ -67,6 +67,11 @@ func TestConfig(t *testing.T) {
 			t.Errorf("%s: Validate = %v, want an error naming the flag", flag, err)
 		}
 	}
+	slash := fleet
+	slash.Node = "a/b"
+	if err := slash.Validate(); err == nil || !strings.HasPrefix(err.Error(), "--node:") {
+		t.Errorf("--node a/b: Validate = %v, want an error naming the flag", err)
+	}
 	if envSocket != "STEADYSTATE_AGENT_SOCKET" || envSandboxed != "STEADYSTATE_AGENT_SANDBOXED" {
 		t.Errorf("environment variables %s, %s: want the one prefix STEADYSTATE_AGENT_", envSocket, envSandboxed)
 	}

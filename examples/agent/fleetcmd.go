@@ -83,6 +83,9 @@ It prints the etcd revision at which the new state is in force; ` + "`agent flee
 		if err != nil {
 			return fmt.Errorf("not applied: %w", err)
 		}
+		if strings.ContainsAny(*node, "/\x00") {
+			return exitError{code: exitUsage, err: fmt.Errorf("--node %q: a node name has no '/'", *node)}
+		}
 		scope := etcd.ScopeAll
 		if *node != "" {
 			scope = etcd.NodeScope(*node)
