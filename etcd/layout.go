@@ -17,12 +17,14 @@
 //	PREFIX/status/NODE                          a node's status (JSON), under the node's lease
 //	PREFIX/objects/NODE/TABLE/NAME              an object's status on a node (optional), under the same lease
 //
-// Apply stages a whole new generation, then flips the current pointer in
-// one transaction and deletes the old generation: etcd limits a
-// transaction to 128 operations, so a desired state of any size is written
-// in several, yet a reader sees the old or the new state whole, never a
-// mix. Where a fleet-wide and a node's own object share a name, the node's
-// wins.
+// Apply (one table) and ApplyTables (several, at once) make a change that
+// fits in one transaction in place: the changed objects and the rewritten
+// current pointers in one transaction. A larger one is staged as new
+// generations, then the current pointers flip in one transaction and the
+// old generations are deleted: etcd limits a transaction to 128
+// operations, so a desired state of any size is written in several, yet a
+// reader sees the old or the new state whole, never a mix. Where a
+// fleet-wide and a node's own object share a name, the node's wins.
 //
 // # Revisions
 //

@@ -31,10 +31,16 @@ type NodeStatus struct {
 	Errors []string `json:"errors,omitempty"`
 }
 
+// Rejected is the NodeStatus.Objects kind of the desired objects a node
+// could not take (its reflector's transform refused their latest value).
+const Rejected = "Rejected"
+
 // Applied tells whether the node has applied the desired state of
-// revision rev: it reached it, and nothing is pending or failing.
+// revision rev: it reached it, and nothing is pending, failing or
+// rejected.
 func (s NodeStatus) Applied(rev int64) bool {
-	return s.Revision >= rev && s.Objects["Pending"] == 0 && s.Objects["Refreshing"] == 0 && s.Objects["Error"] == 0
+	return s.Revision >= rev && s.Objects["Pending"] == 0 && s.Objects["Refreshing"] == 0 && s.Objects["Error"] == 0 &&
+		s.Objects[Rejected] == 0
 }
 
 // ErrNodeTaken is wrapped by Publisher.Start's error when a live agent

@@ -213,6 +213,8 @@ type Reflector[In, Obj any] struct {
 	rev      uint64            // revision of the latest list, received event or progress
 	listRev  uint64            // revision of the latest list
 	reached  atomic.Uint64     // the source revision the table reflects
+	// rejectedNow is a copy of rejected for Rejected, as "KEY: ERROR" by key.
+	rejectedNow atomic.Pointer[[]string]
 }
 
 // New validates cfg and registers an initializer of the table, done when
@@ -493,8 +495,25 @@ func (r *Reflector[In, Obj]) commit(batch map[string]Event[In], since time.Time,
 // revision it reached, once its reconcilers have caught up with the table.
 func (r *Reflector[In, Obj]) Revision() uint64 { return r.reached.Load() }
 
-// reportHealth reports OK, or Degraded naming the rejected keys.
+// Rejected returns the source's keys whose latest value Transform
+// rejected, with why, as "KEY: ERROR" in key order (the table keeps the last
+// good version of each, if any). A node counts them as not applied. Safe
+// for concurrent use.
+func (r *Reflector[In, Obj]) Rejected() []string {
+	if p := r.rejectedNow.Load(); p != nil {
+		return slices.Clone(*p)
+	}
+	return nil
+}
+
+// reportHealth reports OK, or Degraded naming the rejected keys, and
+// updates what Rejected returns.
 func (r *Reflector[In, Obj]) reportHealth() {
+	now := make([]string, 0, len(r.rejected))
+	for _, k := range slices.Sorted(maps.Keys(r.rejected)) {
+		now = append(now, k+": "+r.rejected[k])
+	}
+	r.rejectedNow.Store(&now)
 	if r.cfg.Health == nil {
 		return
 	}

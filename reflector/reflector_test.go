@@ -408,9 +408,15 @@ func TestRejectedKeepsLastGood(t *testing.T) {
 	src.put("b", 2)
 	f.waitFor(t, map[string]int{"a": 1, "b": 2})
 	f.health.WaitFor(t, reconcilertest.LevelDegraded, "a: value -5 is negative")
+	if got := f.reflector.Rejected(); len(got) != 1 || !strings.HasPrefix(got[0], "a: ") || !strings.Contains(got[0], "negative") {
+		t.Fatalf("Rejected() = %q, want a's", got)
+	}
 	src.put("a", 3)
 	f.waitFor(t, map[string]int{"a": 3, "b": 2})
 	f.health.WaitFor(t, reconcilertest.LevelOK, "")
+	if got := f.reflector.Rejected(); len(got) != 0 {
+		t.Fatalf("Rejected() = %q after a good value", got)
+	}
 }
 
 // Bad configs are refused with every problem named.

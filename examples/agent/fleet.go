@@ -222,7 +222,8 @@ type fleetAgent struct {
 	client  *clientv3.Client
 	pub     *etcd.Publisher
 	sources []*fleetSource
-	reached []func() uint64 // each reflector's Revision
+	reached  []func() uint64   // each reflector's Revision
+	rejected []func() []string // each reflector's Rejected
 
 	mu        sync.Mutex
 	published etcd.NodeStatus // the last status given to the publisher
@@ -284,6 +285,7 @@ func newFleet(p fleetParams) (*fleetAgent, error) {
 		return nil, err
 	}
 	f.reached = []func() uint64{r1.Revision, r2.Revision, r3.Revision}
+	f.rejected = []func() []string{r1.Rejected, r2.Rejected, r3.Rejected}
 
 	p.Lifecycle.Append(cell.Hook{
 		OnStart: func(ctx context.Context) error { return f.start(ctx, opts) },
@@ -438,6 +440,7 @@ func (r *statusReporter) run(ctx context.Context, health cell.Health) error {
 	defer tick.Stop()
 	var last etcd.NodeStatus
 	var lastRevs []statedb.Revision
+	var lastRejected []string
 	var lastPublished, lastProgress time.Time
 	wasLagging := false
 	for {
@@ -461,12 +464,20 @@ func (r *statusReporter) run(ctx context.Context, health cell.Health) error {
 		// etcd, other nodes' statuses too, moves the store's) is
 		// published at most every idleReportInterval.
 		moved := int64(reached) != last.Revision
-		if reached > 0 && (!slices.Equal(revs, lastRevs) || (moved && (wasLagging || time.Since(lastPublished) >= idleReportInterval))) {
+		rejected := r.rejected()
+		if reached > 0 && (!slices.Equal(revs, lastRevs) || !slices.Equal(rejected, lastRejected) ||
+			(moved && (wasLagging || time.Since(lastPublished) >= idleReportInterval))) {
 			if err := r.waitReconciled(ctx, revs); err != nil {
 				return nil // ctx ended
 			}
 			st := etcd.NodeStatus{Node: r.f.cfg.Node, Revision: int64(reached), Objects: map[string]int{}}
 			txn := r.db.ReadTxn()
+			// Objects whose value the node refused count as not
+			// applied: the table still holds their last good version.
+			if len(rejected) > 0 {
+				st.Objects[etcd.Rejected] = len(rejected)
+				st.Errors = append(st.Errors, rejected[:min(len(rejected), maxReportedErrors)]...)
+			}
 			for _, t := range r.tables {
 				t.count(txn, &st)
 				if r.f.cfg.ObjectStatus {
@@ -474,7 +485,7 @@ func (r *statusReporter) run(ctx context.Context, health cell.Health) error {
 				}
 			}
 			r.f.publish(st)
-			last, lastRevs, lastPublished = st, revs, time.Now()
+			last, lastRevs, lastRejected, lastPublished = st, revs, rejected, time.Now()
 			health.OK(fmt.Sprintf("revision %d reported", reached))
 		}
 		wasLagging = lagging
@@ -487,6 +498,21 @@ func (r *statusReporter) run(ctx context.Context, health cell.Health) error {
 		case <-watches[2]:
 		}
 	}
+}
+
+// rejected returns what the reflectors refused, as "TABLE KEY: ERROR".
+func (r *statusReporter) rejected() []string {
+	var out []string
+	for i, rej := range r.f.rejected {
+		for _, k := range rej() {
+			name, why, _ := strings.Cut(k, ": ")
+			if key, err := url.PathUnescape(name); err == nil {
+				name = key
+			}
+			out = append(out, fmt.Sprintf("%s %s: rejected: %s", fleetTables[i], name, why))
+		}
+	}
+	return out
 }
 
 // reached returns the least revision of the reflectors, and whether they

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/steadystate/steadystate/etcd"
 	"github.com/steadystate/steadystate/etcd/etcdtest"
 	"github.com/steadystate/steadystate/examples/internal/netnstest"
 	"github.com/steadystate/steadystate/examples/internal/netnsutil"
@@ -365,4 +366,27 @@ func TestFleetEndToEnd(t *testing.T) {
 	if n := rep.Nodes[1]; n.Node != "node-1" || n.Applied || n.Objects["Error"] != 1 || len(n.Errors) != 1 || !strings.Contains(n.Errors[0], "filter/INPUT/odd") {
 		t.Fatalf("node-1 with a rule iptables rejects: %+v", n)
 	}
+
+	// A value the agent cannot take, written past `fleet apply`'s checks
+	// (another tool, a newer CLI): node-0 keeps its kernel, reports the
+	// object rejected and is not counted as applied.
+	c := cluster.Client()
+	rev6, err := etcd.ApplyTables(t.Context(), c, etcd.Layout{}, etcd.NodeScope("node-0"),
+		map[string]map[string][]byte{"routes": {fleetName("254/10.0.0.0/8/0"): []byte(`{"prefix":"10.0.0.1/8","type":"blackhole"}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "node-0 reporting the rejected route", func() error {
+		rep, err := fleet.status()
+		if err != nil {
+			return err
+		}
+		n := rep.Nodes[0]
+		if n.Node != "node-0" || n.Applied || n.Objects[etcd.Rejected] != 1 || len(n.Errors) != 1 ||
+			!strings.Contains(n.Errors[0], "routes 254/10.0.0.0/8/0: rejected: ") || !strings.Contains(n.Errors[0], "host bits") || rep.Revision < rev6 {
+			return fmt.Errorf("node-0: %+v (revision %d, want >= %d)", n, rep.Revision, rev6)
+		}
+		return nil
+	})
+	checkKernel(t, agents[0].ns, nodes[0], append([]string{"!10.0.0.0/8"}, sampleKernel...)...)
 }

@@ -54,11 +54,11 @@ func fleetApplyCommand(opts *etcdOptions) *cobra.Command {
 the desired state of every node (or, with --node, of that node alone),
 replacing what that scope held: objects not in the file are removed.
 
-A file that does not parse or validate writes nothing. Each table's new
-state is written with etcd.Apply: a small change in one transaction, a
-large one staged under a new generation and put in force by one
-transaction, so that an agent sees a table's old or new state whole. The
-tables are written one after the other (sysctls, routes, iptables-rules).
+A file that does not parse or validate writes nothing. The three tables'
+new state is written with etcd.ApplyTables: a small change in one
+transaction, a large one staged under new generations and put in force by
+one transaction for all of them, so that an agent sees the old or the new
+state whole, never a mix; a failure leaves the old state in force.
 It prints the etcd revision at which the new state is in force; ` + "`agent fleet\nstatus`" + ` says which nodes have applied it.`,
 		Args: cobra.NoArgs,
 	}
@@ -83,6 +83,9 @@ It prints the etcd revision at which the new state is in force; ` + "`agent flee
 		if err != nil {
 			return fmt.Errorf("not applied: %w", err)
 		}
+		if cmd.Flags().Changed("node") && *node == "" {
+			return exitError{code: exitUsage, err: errors.New("--node \"\": give a node name, or leave --node out to apply to every node")}
+		}
 		if strings.ContainsAny(*node, "/\x00") {
 			return exitError{code: exitUsage, err: fmt.Errorf("--node %q: a node name has no '/'", *node)}
 		}
@@ -97,13 +100,9 @@ It prints the etcd revision at which the new state is in force; ` + "`agent flee
 		defer c.Close()
 		ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 		defer cancel()
-		var rev int64
-		for _, table := range fleetTables {
-			r, err := etcd.Apply(ctx, c, opts.layout(), table, scope, objects[table])
-			if err != nil {
-				return fmt.Errorf("applying %s to %s (the tables before it are applied): %w", table, scope, err)
-			}
-			rev = max(rev, r)
+		rev, err := etcd.ApplyTables(ctx, c, opts.layout(), scope, objects)
+		if err != nil {
+			return fmt.Errorf("applying %s to %s (nothing changed): %w", *file, scopeName(*node), err)
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), "applied %s to %s: %d sysctls, %d routes, %d rules; in force at revision %d\n",
 			*file, scopeName(*node), len(f.Sysctls), len(f.Routes), len(f.Rules), rev)

@@ -1,0 +1,92 @@
+package etcd_test
+
+import (
+	"fmt"
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/steadystate/steadystate/etcd"
+)
+
+// ApplyTables puts every changed table's new state in force in one
+// transaction, in place or by staged generations: the tables' current keys
+// change at one revision, the one returned; unchanged tables are not
+// touched; an unchanged apply writes nothing and returns the last change.
+func TestApplyTables(t *testing.T) {
+	c := startEtcd(t)
+	ctx := ctxT(t)
+	l := etcd.Layout{}
+	mods := func(tables ...string) []int64 {
+		t.Helper()
+		var out []int64
+		for _, table := range tables {
+			resp, err := c.Get(ctx, l.Current(table, etcd.ScopeAll))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(resp.Kvs) == 0 {
+				out = append(out, 0)
+				continue
+			}
+			out = append(out, resp.Kvs[0].ModRevision)
+		}
+		return out
+	}
+	objs := func(n int, v string) map[string][]byte {
+		m := map[string][]byte{}
+		for i := range n {
+			m[fmt.Sprintf("o%03d", i)] = []byte(v)
+		}
+		return m
+	}
+	for _, step := range []struct {
+		name    string
+		tables  map[string]map[string][]byte
+		changed []string
+	}{
+		{"first: staged", map[string]map[string][]byte{"a": objs(200, "1"), "b": objs(1, "1"), "c": {}}, []string{"a", "b"}},
+		{"small change of two: in place", map[string]map[string][]byte{"a": objs(200, "1"), "b": objs(2, "1"), "c": objs(1, "1")}, []string{"b", "c"}},
+		{"large change of one", map[string]map[string][]byte{"a": objs(200, "2"), "b": objs(2, "1"), "c": objs(1, "1")}, []string{"a"}},
+		{"unchanged", map[string]map[string][]byte{"a": objs(200, "2"), "b": objs(2, "1"), "c": objs(1, "1")}, nil},
+	} {
+		before := mods("a", "b", "c")
+		rev, err := etcd.ApplyTables(ctx, c, l, etcd.ScopeAll, step.tables)
+		if err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		after := mods("a", "b", "c")
+		for i, table := range []string{"a", "b", "c"} {
+			changed := false
+			for _, ch := range step.changed {
+				changed = changed || ch == table
+			}
+			switch {
+			case changed && after[i] != rev:
+				t.Errorf("%s: table %s put in force at %d, not at the apply's revision %d", step.name, table, after[i], rev)
+			case !changed && after[i] != before[i]:
+				t.Errorf("%s: unchanged table %s rewritten (%d → %d)", step.name, table, before[i], after[i])
+			}
+		}
+		if step.changed == nil && rev != max(before[0], before[1], before[2]) {
+			t.Errorf("%s: returned %d, want the last change %d", step.name, rev, max(before[0], before[1], before[2]))
+		}
+		// The tables hold exactly the objects applied.
+		for table, want := range step.tables {
+			resp, err := c.Get(ctx, l.Current(table, etcd.ScopeAll))
+			if err != nil || (len(resp.Kvs) == 0 && len(want) > 0) {
+				t.Fatalf("%s: %s has no generation: %v", step.name, table, err)
+			}
+			if len(resp.Kvs) == 0 {
+				continue
+			}
+			got, err := c.Get(ctx, l.Generation(table, etcd.ScopeAll, string(resp.Kvs[0].Value)), clientv3.WithPrefix())
+			if err != nil || len(got.Kvs) != len(want) {
+				t.Fatalf("%s: %s holds %d objects, want %d (%v)", step.name, table, len(got.Kvs), len(want), err)
+			}
+		}
+	}
+	if _, err := etcd.ApplyTables(ctx, c, l, "node/a/b", map[string]map[string][]byte{"a": {}}); err == nil {
+		t.Fatal("a scope node/a/b was accepted")
+	}
+}
