@@ -417,6 +417,13 @@ func (w *watcher) handle(resp clientv3.WatchResponse) bool {
 		}
 		// Other keys are generations being staged or deleted, counters.
 	}
+	// A watch delivers each revision whole and in order: every change of
+	// the table up to the last event's revision has been sent, including
+	// those this node ignores (a fleet-wide object its own one overrides,
+	// another node's scope), which would otherwise not move its revision.
+	if n := len(resp.Events); n > 0 {
+		return w.send(reflector.Event[[]byte]{Kind: reflector.Progress, Revision: uint64(resp.Events[n-1].Kv.ModRevision)})
+	}
 	return true
 }
 

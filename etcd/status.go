@@ -127,7 +127,7 @@ func StartPublisher(ctx context.Context, cfg PublisherConfig, initial NodeStatus
 	if err != nil {
 		return nil, err
 	}
-	lease, err := cfg.Client.Grant(ctx, int64(max(cfg.TTL/time.Second, 1)))
+	lease, err := cfg.Client.Grant(ctx, leaseSeconds(cfg.TTL))
 	if err != nil {
 		return nil, fmt.Errorf("etcd publisher: granting a lease: %w", err)
 	}
@@ -138,19 +138,35 @@ func StartPublisher(ctx context.Context, cfg PublisherConfig, initial NodeStatus
 		err = fmt.Errorf("%w: %s exists (another agent runs as %q; it goes when its lease expires)", ErrNodeTaken, key, cfg.Node)
 	}
 	if err != nil {
-		cfg.Client.Revoke(context.WithoutCancel(ctx), lease.ID)
+		revokeSoon(ctx, cfg.Client, lease.ID)
 		return nil, fmt.Errorf("etcd publisher: %w", err)
 	}
-	keep, err := cfg.Client.KeepAlive(context.WithoutCancel(ctx), lease.ID)
+	// The keep-alive ends with the publisher (Stop), even if the revoke
+	// then fails: the lease expires after its TTL.
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	keep, err := cfg.Client.KeepAlive(runCtx, lease.ID)
 	if err != nil {
-		cfg.Client.Revoke(context.WithoutCancel(ctx), lease.ID)
+		cancel()
+		revokeSoon(ctx, cfg.Client, lease.ID)
 		return nil, fmt.Errorf("etcd publisher: keeping the lease alive: %w", err)
 	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	p := &Publisher{cfg: cfg, key: key, lease: lease.ID, latest: data, written: data, writes: 1,
 		wake: make(chan struct{}, 1), done: make(chan struct{}), cancel: cancel}
 	go p.run(runCtx, keep)
 	return p, nil
+}
+
+// leaseSeconds is ttl in whole seconds, rounded up (at least 1).
+func leaseSeconds(ttl time.Duration) int64 {
+	return max(int64((ttl+time.Second-1)/time.Second), 1)
+}
+
+// revokeSoon revokes lease after ctx's work failed, without waiting more
+// than cleanupTimeout for a cluster that may be gone.
+func revokeSoon(ctx context.Context, c *clientv3.Client, lease clientv3.LeaseID) {
+	cctx, cancel := cleanupCtx(ctx)
+	defer cancel()
+	c.Revoke(cctx, lease)
 }
 
 // Publish sets the status to write; it returns at once.
@@ -348,7 +364,7 @@ func (p *Publisher) reclaim(ctx context.Context) <-chan *clientv3.LeaseKeepAlive
 // claim grants a lease, puts the latest status under it if the key is free
 // or ours (the old lease's), and keeps the lease alive.
 func (p *Publisher) claim(ctx context.Context) (<-chan *clientv3.LeaseKeepAliveResponse, error) {
-	lease, err := p.cfg.Client.Grant(ctx, int64(max(p.cfg.TTL/time.Second, 1)))
+	lease, err := p.cfg.Client.Grant(ctx, leaseSeconds(p.cfg.TTL))
 	if err != nil {
 		return nil, fmt.Errorf("granting a lease: %w", err)
 	}
@@ -364,12 +380,12 @@ func (p *Publisher) claim(ctx context.Context) (<-chan *clientv3.LeaseKeepAliveR
 		err = fmt.Errorf("%w: %s is held by another agent's lease", ErrNodeTaken, p.key)
 	}
 	if err != nil {
-		p.cfg.Client.Revoke(context.WithoutCancel(ctx), lease.ID)
+		revokeSoon(ctx, p.cfg.Client, lease.ID)
 		return nil, err
 	}
 	keep, err := p.cfg.Client.KeepAlive(ctx, lease.ID)
 	if err != nil {
-		p.cfg.Client.Revoke(context.WithoutCancel(ctx), lease.ID)
+		revokeSoon(ctx, p.cfg.Client, lease.ID)
 		return nil, fmt.Errorf("keeping the lease alive: %w", err)
 	}
 	p.mu.Lock()

@@ -219,9 +219,9 @@ type fleetAgent struct {
 	health  cell.Health
 	started chan struct{} // closed once the client is up and the node claimed
 
-	client  *clientv3.Client
-	pub     *etcd.Publisher
-	sources []*fleetSource
+	client   *clientv3.Client
+	pub      *etcd.Publisher
+	sources  []*fleetSource
 	reached  []func() uint64   // each reflector's Revision
 	rejected []func() []string // each reflector's Rejected
 
@@ -261,6 +261,12 @@ func newFleet(p fleetParams) (*fleetAgent, error) {
 	}
 	f.health = p.Health.NewScope("etcd")
 	opts := p.Config.etcdOptions()
+	// Before the reflectors' jobs: the client is up before they start,
+	// and closed only after they stopped (hooks stop in reverse order).
+	p.Lifecycle.Append(cell.Hook{
+		OnStart: func(ctx context.Context) error { return f.start(ctx, opts) },
+		OnStop:  f.stop,
+	})
 	src := func(table string) *fleetSource {
 		s := &fleetSource{f: f, table: table}
 		f.sources = append(f.sources, s)
@@ -287,10 +293,6 @@ func newFleet(p fleetParams) (*fleetAgent, error) {
 	f.reached = []func() uint64{r1.Revision, r2.Revision, r3.Revision}
 	f.rejected = []func() []string{r1.Rejected, r2.Rejected, r3.Rejected}
 
-	p.Lifecycle.Append(cell.Hook{
-		OnStart: func(ctx context.Context) error { return f.start(ctx, opts) },
-		OnStop:  f.stop,
-	})
 	rep := &statusReporter{f: f, db: p.Reflect.DB, first: p.FirstLoad, tables: []reportedTable{
 		reportTable(p.Sysctls, p.SysctlRec, (*sysctl.Sysctl).GetStatus, sysctlKey),
 		reportTable(p.Routes, p.RouteRec, (*routes.Route).GetStatus, routeKey),

@@ -233,6 +233,16 @@ func TestFleetEndToEnd(t *testing.T) {
 		t.FailNow()
 	}
 
+	// `fleet watch` follows: it prints the view now and again after the
+	// edit below.
+	watch := exec.Command(bin, "fleet", "watch", "--format", "json", "--etcd-endpoints", eps)
+	watchOut := &syncBuffer{}
+	watch.Stdout, watch.Stderr = watchOut, watchOut
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { watch.Process.Signal(syscall.SIGTERM); watch.Wait() })
+
 	// An edit reaches all three.
 	edited := filepath.Join(t.TempDir(), "edited.yaml")
 	if err := os.WriteFile(edited, []byte(fleetEdited), 0o644); err != nil {
@@ -246,6 +256,15 @@ func TestFleetEndToEnd(t *testing.T) {
 	for i, a := range agents {
 		checkKernel(t, a.ns, nodes[i], editedKernel...)
 	}
+	waitFor(t, "fleet watch printing both states", func() error {
+		out := watchOut.String()
+		for _, rev := range []int64{rev1, rev2} {
+			if want := fmt.Sprintf(`"summary":"applied on 3 of 3 nodes at revision %d"`, rev); !strings.Contains(out, want) {
+				return fmt.Errorf("no %s in:\n%s", want, out)
+			}
+		}
+		return nil
+	})
 
 	// A broken file writes nothing: the error names the file and the
 	// entry; the revision and every kernel stay.
@@ -389,4 +408,17 @@ func TestFleetEndToEnd(t *testing.T) {
 		return nil
 	})
 	checkKernel(t, agents[0].ns, nodes[0], append([]string{"!10.0.0.0/8"}, sampleKernel...)...)
+
+	// A clean stop leaves the fleet at once (the lease revoked) and logs
+	// no failure on the way (the client closes after the reflectors).
+	if err := agents[0].stop(syscall.SIGTERM); err != nil {
+		t.Fatalf("node-0 stopped with %v", err)
+	}
+	_, stopping, _ := strings.Cut(agents[0].out.String(), "Signal received")
+	if strings.Contains(stopping, "level=WARN") || strings.Contains(stopping, "level=ERROR") {
+		t.Errorf("node-0's clean stop logged problems:\n%s", stopping)
+	}
+	if rep, err := fleet.status(); err != nil || len(rep.Nodes) != 1 || rep.Nodes[0].Node != "node-1" {
+		t.Fatalf("after node-0 stopped: %+v, %v; want node-1 alone", rep.Nodes, err)
+	}
 }

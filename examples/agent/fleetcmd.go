@@ -124,6 +124,7 @@ type fleetReport struct {
 	Revision int64        `json:"revision" yaml:"revision"` // the latest desired state's
 	Applied  int          `json:"applied" yaml:"applied"`
 	Nodes    []nodeReport `json:"nodes" yaml:"nodes"`
+	read     int64        // the etcd revision it was read at
 }
 
 type nodeReport struct {
@@ -146,7 +147,7 @@ func readFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout, objects b
 	if err != nil {
 		return fleetReport{}, err
 	}
-	rep := fleetReport{Nodes: []nodeReport{}}
+	rep := fleetReport{Nodes: []nodeReport{}, read: view.Revision}
 	// The fleet-wide state's revision counts even with no node up.
 	all, err := fleetWideRevision(ctx, c, l)
 	if err != nil {
@@ -323,16 +324,21 @@ func fleetWatchCommand(opts *etcdOptions) *cobra.Command {
 }
 
 // watchFleet prints the fleet status at once and after every change of the
-// keys under the prefix (statuses, desired state), changes within 100ms
-// printed once, until ctx ends. A lost watch is opened again.
+// keys under the prefix (statuses, desired state) from the revision it
+// read, changes within 100ms printed once, and every 10s in any case (a
+// node whose lease expired, etcd unreachable: said on stderr), until ctx
+// ends. A lost watch is opened again.
 func watchFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout, w io.Writer, format string) error {
 	prefix := strings.TrimSuffix(l.StatusPrefix(), "status/")
 	var last string
+	var rev int64
 	show := func() error {
 		rep, err := readFleet(ctx, c, l, false)
 		if err != nil {
+			fmt.Fprintf(os.Stderr, "reading the fleet: %v (trying again)\n", err)
 			return err
 		}
+		rev = rep.read
 		var b strings.Builder
 		if err := printFleet(&b, rep, format); err != nil {
 			return err
@@ -347,40 +353,46 @@ func watchFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout, w io.Wri
 		_, err = io.WriteString(w, last)
 		return err
 	}
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
 	for ctx.Err() == nil {
-		if err := show(); err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			fmt.Fprintf(os.Stderr, "reading the fleet: %v (trying again)\n", err)
+		if show() != nil {
 			select {
 			case <-ctx.Done():
 			case <-time.After(time.Second):
 			}
 			continue
 		}
-		events := c.Watch(clientv3.WithRequireLeader(ctx), prefix, clientv3.WithPrefix())
-		for resp := range events {
-			if resp.Err() != nil {
-				break
-			}
-			// Let a burst settle: one print for an apply's transactions.
-			settle := time.After(100 * time.Millisecond)
-		drain:
-			for {
-				select {
-				case <-settle:
-					break drain
-				case _, ok := <-events:
-					if !ok {
+		wctx, cancel := context.WithCancel(ctx)
+		events := c.Watch(clientv3.WithRequireLeader(wctx), prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	watching:
+		for {
+			select {
+			case <-ctx.Done():
+				break watching
+			case <-tick.C:
+				show()
+			case resp, ok := <-events:
+				if !ok || resp.Err() != nil {
+					break watching
+				}
+				// Let a burst settle: one print for an apply's transactions.
+				settle := time.After(100 * time.Millisecond)
+			drain:
+				for {
+					select {
+					case <-settle:
 						break drain
+					case _, ok := <-events:
+						if !ok {
+							break drain
+						}
 					}
 				}
-			}
-			if err := show(); err != nil && ctx.Err() == nil {
-				fmt.Fprintf(os.Stderr, "reading the fleet: %v (trying again)\n", err)
+				show()
 			}
 		}
+		cancel()
 	}
 	return nil
 }
