@@ -56,10 +56,8 @@ func statusCommand() *cobra.Command {
 		if *asJSON {
 			*format = "json"
 		}
-		switch *format {
-		case "table", "json", "yaml":
-		default:
-			return fmt.Errorf("--format %q: must be one of table, json, yaml", *format)
+		if err := validFormat(*format); err != nil {
+			return err
 		}
 		report, err := fetchStatus(cmd.Context(), socket())
 		if err != nil {
@@ -106,6 +104,16 @@ func fetchStatus(ctx context.Context, socket string) (*statusReport, error) {
 		return nil, fmt.Errorf("status API: %w", err)
 	}
 	return &report, nil
+}
+
+// validFormat checks an output format of the agent's commands: table,
+// json or yaml.
+func validFormat(format string) error {
+	switch format {
+	case "table", "json", "yaml":
+		return nil
+	}
+	return fmt.Errorf("--format %q: must be one of table, json, yaml", format)
 }
 
 // writeStatus prints the health tree, then one line per table with its

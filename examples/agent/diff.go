@@ -94,10 +94,11 @@ that of a run in a new, empty namespace.`,
 // runDiff plans a run of cfg and writes the plan to w in format. It
 // returns the exit code, and the error of a code 2 (to be printed).
 func runDiff(ctx context.Context, w io.Writer, cfg AgentConfig, format string) (int, error) {
-	switch format {
-	case "table", "json", "yaml":
-	default:
-		return diffTrouble, fmt.Errorf("--format %q: must be table, json or yaml", format)
+	if err := validFormat(format); err != nil {
+		return diffTrouble, err
+	}
+	if cfg.Desired == "" {
+		return diffTrouble, fmt.Errorf("--desired: give the desired-state file to plan")
 	}
 	if ctx == nil {
 		ctx = context.Background()

@@ -192,7 +192,8 @@ func readFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout, objects b
 
 // fleetWideRevision is the revision of the last change to the fleet-wide
 // desired state: the latest ModRevision of the tables' current keys of
-// scope all (see etcd.DesiredRevision), read in one transaction.
+// scope all (as etcd.DesiredRevision, which always adds a node's scope),
+// read in one transaction.
 func fleetWideRevision(ctx context.Context, c *clientv3.Client, l etcd.Layout) (int64, error) {
 	var ops []clientv3.Op
 	for _, t := range fleetTables {
@@ -258,12 +259,12 @@ func printFleet(w io.Writer, rep fleetReport, format string) error {
 	return err
 }
 
+// checkFormat is the check of fleet's --format: an exit-2 usage error.
 func checkFormat(format string) error {
-	switch format {
-	case "table", "json", "yaml":
-		return nil
+	if err := validFormat(format); err != nil {
+		return exitError{code: exitUsage, err: err}
 	}
-	return exitError{code: exitUsage, err: fmt.Errorf("--format %q: want table, json or yaml", format)}
+	return nil
 }
 
 // fleetStatusCommand is `agent fleet status`.
