@@ -287,7 +287,16 @@ func TestAgentReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.l.Reload()
-	waitUntil(t, "the load", func() bool { return f.marker() == "1" })
+	// The load: the tables hold it, and then the loader said so (it
+	// closes firstApplied just after the commit).
+	waitUntil(t, "the load", func() bool {
+		select {
+		case <-f.l.firstApplied.Done():
+			return f.marker() == "1"
+		default:
+			return false
+		}
+	})
 	if err := ready(); err == nil || !strings.Contains(err.Error(), "table sysctls: 3 objects not reconciled yet") {
 		t.Fatalf("objects pending: %v", err)
 	}
