@@ -30,21 +30,24 @@
 //
 // Every Apply that changes a scope rewrites its current key, so
 // DesiredRevision (the latest ModRevision of a node's current keys) is the
-// revision of the last change to a node's desired state. A node reports in
-// NodeStatus.Revision the least of its reflectors' revisions (every change
-// up to it is in its tables); a reflector whose table had no change
-// catches up through progress notifications, which Source turns into
-// reflector.Progress events and asks for after each liveness probe and on
-// RequestProgress. A node has applied its desired state when its revision
-// is at or past DesiredRevision and nothing is pending or failing
-// (NodeStatus.Applied). Requested progress is used only with servers that
-// order it after the events (etcd 3.4.31, 3.5.13, 3.6 and later); with
-// older ones a lagging reflector waits for etcd's own periodic progress
-// notification (every 10 minutes by default).
+// revision of the last change to a node's desired state. A node's Source
+// watches all of its tables in one etcd watch and sends a
+// reflector.Progress after each watch response that changed the node's
+// desired state (etcd delivers each revision whole, in one response), so
+// the node's one reflector (a reflector.Multi) commits the change to all
+// its tables at once and its Revision reaches the change's revision at
+// that commit. A node reports that revision in NodeStatus.Revision; it has
+// received its desired state when the revision is at or past
+// DesiredRevision, and applied it when, moreover, nothing is pending,
+// failing or rejected (NodeStatus.Applied). None of this waits for etcd's
+// progress notifications, so it holds on every etcd version the client
+// speaks to (tested on Debian's 3.4.23 and on 3.7.3; 3.5 and 3.6 deliver
+// watch responses the same way).
 package etcd
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -68,6 +71,10 @@ func (l Layout) prefix() string {
 	}
 	return strings.TrimSuffix(l.Prefix, "/")
 }
+
+// Desired returns the prefix of every table's desired objects:
+// PREFIX/desired/.
+func (l Layout) Desired() string { return l.prefix() + "/desired/" }
 
 // Table returns the key prefix of a table's desired objects, every scope:
 // PREFIX/desired/TABLE/.
@@ -107,10 +114,14 @@ func (l Layout) StatusPrefix() string { return l.prefix() + "/status/" }
 // genName formats generation n; the zero padding keeps them in order.
 func genName(n uint64) string { return fmt.Sprintf("g%012d", n) }
 
-// parseGen reads a generation name; 0 for none.
+// parseGen reads a generation name; 0 for none or a malformed one.
 func parseGen(s string) uint64 {
-	var n uint64
-	if _, err := fmt.Sscanf(s, "g%d", &n); err != nil {
+	digits, ok := strings.CutPrefix(s, "g")
+	if !ok || digits == "" {
+		return 0
+	}
+	n, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil {
 		return 0
 	}
 	return n

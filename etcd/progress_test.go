@@ -43,11 +43,6 @@ func (m *listCounter) Relisted(r, _ string) {
 	m.lists[r]++
 }
 
-func (m *listCounter) count(r string) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.lists[r]
-}
 
 // startTables runs a reflector per table until the test ends; each source's
 // RequestTimeout is probe.
@@ -143,8 +138,7 @@ func TestRequestProgress(t *testing.T) {
 	if err := idle.RequestProgress(ctx); !errors.Is(err, etcd.ErrNotWatching) {
 		t.Fatalf("RequestProgress before any watch: %v, want ErrNotWatching", err)
 	}
-	// No liveness probe (and so no progress request of its own) within the
-	// test: what moves b is the test's request.
+	// One source per table: b's watch does not see a's apply.
 	a := startTables(t, c, l, "n1", time.Hour, "ta", "tb")
 	rev, err := etcd.Apply(ctx, c, l, "ta", etcd.ScopeAll, values("x", "1"))
 	if err != nil {
@@ -174,31 +168,9 @@ func TestRequestProgress(t *testing.T) {
 	t.Logf("table b reached the apply's revision %d %v after the first of %d progress requests", rev, took, requests)
 }
 
-// Without anyone asking, each liveness probe of a watch requests progress:
-// a table that an apply did not touch follows within RequestTimeout, and
-// not by a relist.
-func TestProgressOnProbe(t *testing.T) {
-	c := startEtcd(t)
-	ctx := ctxT(t)
-	l := etcd.Layout{}
-	a := startTables(t, c, l, "n1", 300*time.Millisecond, "ta", "tb")
-	for i := range 3 {
-		rev, err := etcd.Apply(ctx, c, l, "ta", etcd.ScopeAll, values("x", itoa(i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		took := a.waitRevision(t, "tb", rev, 5*time.Second, nil)
-		t.Logf("apply %d at revision %d: table b followed after %v", i, rev, took)
-	}
-	if n := a.lists.count("tb"); n != 1 {
-		t.Fatalf("table b's source listed %d times, want once: its revision moved by relists, not progress", n)
-	}
-}
-
 // Debian's etcd-server 3.4.23 sends a requested progress notification
 // before the events of a watch that is catching up: the source refuses to
-// ask it, and the reflector still works (on events and etcd's timed
-// notifications).
+// ask it (a node does not need it: see TestOneTableChange).
 func TestRequestProgressDebianEtcd(t *testing.T) {
 	bin, err := exec.LookPath("etcd")
 	if err != nil || !strings.HasPrefix(bin, "/usr/bin/") {

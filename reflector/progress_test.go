@@ -50,10 +50,10 @@ func (m *countMetrics) counts() (events, batches int) {
 	return m.events, m.batches
 }
 
-// A Progress event moves Revision once every event before it is
-// committed: at once with nothing pending, with the commit of the pending
-// batch otherwise; a progress at or below the revision reached does
-// nothing. Each step runs in a synctest bubble until every goroutine is
+// A Progress event commits what is pending at once and moves Revision: a
+// progress at or below the revision reached does nothing. Without one, a
+// revision is whole once a later one's event came, or the source was
+// quiet for BatchInterval. Each step runs in a synctest bubble until every goroutine is
 // blocked, so "nothing happened" is exact.
 func TestProgress(t *testing.T) {
 	type step struct {
@@ -70,27 +70,33 @@ func TestProgress(t *testing.T) {
 	}
 	listed := map[string]int{"x": 1} // listed at revision 10
 	cases := []struct {
-		name  string
-		steps []step
+		name    string
+		steps   []step
+		batches int // with puts: commits, the list's included
 	}{
 		{"nothing pending: at once", []step{
 			{send: progress(15), want: 15, table: listed},
-		}},
-		{"a pending put: with its commit", []step{
+		}, 1},
+		{"a pending put: committed at once", []step{
 			{send: put("a", 2, 11), want: 10, table: listed},
-			{send: progress(15), want: 10, table: listed},
-			{sleep: time.Second, want: 15, table: map[string]int{"x": 1, "a": 2}},
-		}},
-		{"a pending put: with a commit by size", []step{
+			{send: progress(15), want: 15, table: map[string]int{"x": 1, "a": 2}},
+		}, 2},
+		{"a pending put: its revision whole by a later event, committed by time", []step{
 			{send: put("a", 2, 11), want: 10, table: listed},
-			{send: progress(12), want: 10, table: listed},
-			{send: put("b", 3, 14), want: 14, table: map[string]int{"x": 1, "a": 2, "b": 3}},
-		}},
+			{send: put("b", 3, 14), want: 10, table: listed},
+			{sleep: time.Second, want: 14, table: map[string]int{"x": 1, "a": 2, "b": 3}},
+		}, 2},
+		{"a pending put: committed by size once whole", []step{
+			{send: put("a", 2, 11), want: 10, table: listed},
+			{send: put("b", 3, 12), want: 10, table: listed},
+			{send: put("c", 4, 13), want: 12, table: map[string]int{"x": 1, "a": 2, "b": 3}},
+			{send: progress(13), want: 13, table: map[string]int{"x": 1, "a": 2, "b": 3, "c": 4}},
+		}, 3},
 		{"a put after a progress", []step{
 			{send: progress(15), want: 15, table: listed},
 			{send: put("a", 2, 16), want: 15, table: listed},
 			{sleep: time.Second, want: 16, table: map[string]int{"x": 1, "a": 2}},
-		}},
+		}, 2},
 		{"stale: ignored", []step{
 			{send: progress(15), want: 15, table: listed},
 			{send: progress(15), want: 15, table: listed},
@@ -98,11 +104,11 @@ func TestProgress(t *testing.T) {
 			{send: progress(10), want: 15, table: listed},
 			{send: progress(3), want: 15, table: listed},
 			{sleep: time.Hour, want: 15, table: listed},
-		}},
+		}, 1},
 		{"at or below the list: ignored", []step{
 			{send: progress(10), want: 10, table: listed},
 			{send: progress(4), want: 10, table: listed},
-		}},
+		}, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -160,7 +166,7 @@ func TestProgress(t *testing.T) {
 				events, batches := metrics.counts()
 				wantBatches := 1 // the list
 				if puts > 0 {
-					wantBatches = 2
+					wantBatches = tc.batches
 				}
 				if events != puts || batches != wantBatches {
 					t.Fatalf("%d events and %d batches counted, want %d and %d", events, batches, puts, wantBatches)

@@ -476,6 +476,7 @@ func TestReplayedEventsIgnored(t *testing.T) {
 			{Kind: reflector.Delete, Key: "a", Revision: 10},         // as old as the list
 			{Kind: reflector.Put, Key: "z", Value: 26, Revision: 11}, // new
 			{Kind: reflector.Put, Key: "y", Value: 25, Revision: 12}, // new
+			{Kind: reflector.Progress, Revision: 12},                 // 12 is whole
 		},
 	}
 	r, err := reflector.New(db, reflector.Config[int, *obj]{
@@ -487,7 +488,7 @@ func TestReplayedEventsIgnored(t *testing.T) {
 			SetObjectStatus: func(o *obj, s reconciler.Status) *obj { o.Status = s; return o },
 		},
 		Transform:     func(key string, v int) (*obj, error) { return &obj{Name: key, Value: v}, nil },
-		BatchInterval: time.Hour, // batches are committed by size only
+		BatchInterval: time.Hour, // batches are committed by size or progress only
 		BatchSize:     2,
 	})
 	if err != nil {

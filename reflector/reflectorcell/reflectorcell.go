@@ -64,31 +64,51 @@ type Params struct {
 // MetricsCell's (when the hive includes it), and Health with the scope
 // "reflector" under the job's.
 func Register[In, Obj any](p Params, cfg reflector.Config[In, Obj]) (*reflector.Reflector[In, Obj], error) {
-	if cfg.Logger == nil {
-		cfg.Logger = p.Logger
-	}
-	if cfg.Metrics == nil && p.Metrics != nil {
-		cfg.Metrics = p.Metrics
-	}
-	var health *cell.PendingScope
-	if cfg.Health == nil {
-		health = &cell.PendingScope{}
-		cfg.Health = health
-	}
+	health := fillIn(p, &cfg.Logger, &cfg.Metrics, &cfg.Health)
 	r, err := reflector.New(p.DB, cfg)
 	if err != nil {
 		return nil, err
 	}
-	err = p.Jobs.Add(job.OneShot("reflect-"+cfg.Name, func(ctx context.Context, jobHealth cell.Health) error {
-		if health != nil {
-			health.Open(jobHealth, "reflector")
-		}
-		return r.Run(ctx)
-	}))
+	return r, addJob(p, cfg.Name, health, r.Run)
+}
+
+// RegisterMulti is Register of a reflector of several tables
+// (reflector.NewMulti), which commits each source revision to all of them
+// at once.
+func RegisterMulti[In any](p Params, cfg reflector.MultiConfig[In]) (*reflector.Multi[In], error) {
+	health := fillIn(p, &cfg.Logger, &cfg.Metrics, &cfg.Health)
+	m, err := reflector.NewMulti(p.DB, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return r, nil
+	return m, addJob(p, cfg.Name, health, m.Run)
+}
+
+// fillIn sets a config's unset logger, metrics and health; it returns the
+// health scope to open when the job starts (nil if the config had one).
+func fillIn(p Params, logger **slog.Logger, metrics *reflector.Metrics, health *reflector.Health) *cell.PendingScope {
+	if *logger == nil {
+		*logger = p.Logger
+	}
+	if *metrics == nil && p.Metrics != nil {
+		*metrics = p.Metrics
+	}
+	if *health != nil {
+		return nil
+	}
+	pending := &cell.PendingScope{}
+	*health = pending
+	return pending
+}
+
+// addJob runs run as the job "reflect-<name>" of p's module.
+func addJob(p Params, name string, health *cell.PendingScope, run func(context.Context) error) error {
+	return p.Jobs.Add(job.OneShot("reflect-"+name, func(ctx context.Context, jobHealth cell.Health) error {
+		if health != nil {
+			health.Open(jobHealth, "reflector")
+		}
+		return run(ctx)
+	}))
 }
 
 // PrometheusMetrics is the reflector.Metrics that reports to Prometheus.

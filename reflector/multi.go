@@ -1,0 +1,461 @@
+package reflector
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	retry "github.com/steadystate/steadystate/internal/backoff"
+	"github.com/steadystate/steadystate/statedb"
+)
+
+// Multi fills several tables from one source, committing each of the
+// source's revisions to all of them in one write transaction; see the
+// package doc.
+type Multi[In any] struct {
+	db     *statedb.DB
+	cfg    MultiConfig[In]
+	fills  []filler[In]
+	byName map[string]filler[In]
+	metas  []statedb.TableMeta
+	single bool // a Reflector's: every event and item goes to fills[0]
+
+	// Run's state.
+	lists   int // lists committed
+	pend    pending[In]
+	unknown map[string]bool // tables named by the source that no Into fills (warned once)
+
+	reached     atomic.Uint64 // the source revision the tables reflect
+	mu          sync.Mutex
+	moved       chan struct{} // closed when reached moves
+	rejectedNow atomic.Pointer[[]Rejection]
+}
+
+// NewMulti validates cfg and registers an initializer of each table, done
+// when the first list is committed. Call Run.
+func NewMulti[In any](db *statedb.DB, cfg MultiConfig[In]) (*Multi[In], error) {
+	return newMulti(db, cfg, false)
+}
+
+func newMulti[In any](db *statedb.DB, cfg MultiConfig[In], single bool) (*Multi[In], error) {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if db == nil {
+		bad("db is nil")
+	}
+	if err := checkName(cfg.Name); err != nil {
+		bad("%v", err)
+	}
+	if cfg.Source == nil {
+		bad("Source is required")
+	}
+	if len(cfg.Tables) == 0 {
+		bad("Tables: give at least one Into")
+	}
+	if cfg.BatchSize < 0 || cfg.BatchInterval < 0 || cfg.RetryBackoffMin < 0 || cfg.RetryBackoffMax < 0 {
+		bad("BatchSize, BatchInterval and the backoffs must not be negative")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.Logger = cfg.Logger.With("reflector", cfg.Name)
+	m := &Multi[In]{db: db, cfg: cfg, byName: map[string]filler[In]{}, single: single, moved: make(chan struct{})}
+	seen := map[statedb.TableMeta]string{}
+	for _, spec := range cfg.Tables {
+		if spec == nil {
+			bad("Tables: a nil entry")
+			continue
+		}
+		f, err := spec.newFill(cfg.Logger)
+		if err != nil {
+			bad("%v", err)
+			continue
+		}
+		if _, dup := m.byName[f.name()]; dup {
+			bad("table %q: named twice", f.name())
+			continue
+		}
+		if other, dup := seen[f.meta()]; dup {
+			bad("table %q: its statedb table is also %q's", f.name(), other)
+			continue
+		}
+		seen[f.meta()] = f.name()
+		m.byName[f.name()] = f
+		m.fills = append(m.fills, f)
+		m.metas = append(m.metas, f.meta())
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%w %q: %w", ErrInvalidConfig, cfg.Name, errors.Join(errs...))
+	}
+	m.cfg.BatchSize = cmp.Or(cfg.BatchSize, DefaultBatchSize)
+	m.cfg.BatchInterval = cmp.Or(cfg.BatchInterval, DefaultBatchInterval)
+	if cfg.Metrics == nil {
+		m.cfg.Metrics = NopMetrics{}
+	}
+	for _, f := range m.fills {
+		f.register(db, cfg.Name)
+	}
+	return m, nil
+}
+
+// minWatchLife is how long a watch must last for the next relist to come
+// without a backoff.
+const minWatchLife = time.Second
+
+// Run lists and watches the source until ctx ends; it returns nil then. A
+// panic of user code inside a commit (other than Filter's and
+// Transform's, which reject the value) propagates, after the commit and
+// the reflector's memory were rolled back: a later Run starts with a list.
+func (m *Multi[In]) Run(ctx context.Context) error {
+	backoff := retry.Backoff{Min: m.cfg.RetryBackoffMin, Max: m.cfg.RetryBackoffMax}
+	reason := "initial"
+	if m.listed() {
+		reason = "watch-lost"
+	}
+	failures := 0
+	quick := 0 // watches in a row that ended within minWatchLife
+	for ctx.Err() == nil {
+		err := m.relist(ctx, reason)
+		if err == nil {
+			started := time.Now()
+			reason, err = m.watch(ctx)
+			switch {
+			case err != nil:
+			case time.Since(started) >= minWatchLife:
+				failures, quick = 0, 0 // a watch that lasted: the source is fine
+			case quick < 2:
+				quick++ // a resync right after a list happens
+			default:
+				// A watch that ends at once, again and again, would make
+				// a relist loop: back off as after a failure.
+				failures++
+				if !sleep(ctx, backoff.Duration(failures)) {
+					break
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		if err != nil {
+			failures++
+			m.degraded(fmt.Sprintf("source: %v", err), err)
+			m.cfg.Logger.Warn("Source failed", "error", err, "attempt", failures)
+			if !sleep(ctx, backoff.Duration(failures)) {
+				break
+			}
+			if reason == "initial" && m.listed() {
+				reason = "watch-lost"
+			}
+		}
+	}
+	if m.cfg.Health != nil {
+		m.cfg.Health.Stopped("reflector stopped")
+	}
+	return nil
+}
+
+// listed tells whether a list was committed (the tables are initialized).
+func (m *Multi[In]) listed() bool { return m.lists > 0 }
+
+// relist lists the source and replaces the tables' objects with the list,
+// in one commit at the list's revision.
+func (m *Multi[In]) relist(ctx context.Context, reason string) error {
+	items, rev, err := m.cfg.Source.List(ctx)
+	if err != nil {
+		return fmt.Errorf("list: %w", err)
+	}
+	m.cfg.Metrics.Relisted(m.cfg.Name, reason)
+	start := time.Now()
+	// The latest of each key, the older first (the latest write of a
+	// primary key wins).
+	slices.SortStableFunc(items, func(a, b Item[In]) int {
+		return cmp.Or(cmp.Compare(a.Revision, b.Revision), cmp.Compare(a.Key, b.Key))
+	})
+	listed := make(map[tableKey]int, len(items))
+	for i, it := range items {
+		listed[tableKey{m.tableOf(it.Table), it.Key}] = i
+	}
+	// Deletes of what is gone first, then the list.
+	var evs []Event[In]
+	for _, f := range m.fills {
+		for key := range f.known() {
+			if _, ok := listed[tableKey{f.name(), key}]; !ok {
+				evs = append(evs, Event[In]{Kind: Delete, Table: f.name(), Key: key, Revision: rev})
+			}
+		}
+	}
+	for i, it := range items {
+		if listed[tableKey{m.tableOf(it.Table), it.Key}] == i {
+			evs = append(evs, Event[In]{Kind: Put, Table: it.Table, Key: it.Key, Value: it.Value, Revision: rev})
+		}
+	}
+	m.pend.reset(rev)
+	m.commit(evs, start, true)
+	m.lists++
+	m.setReached(rev)
+	if reason != "initial" {
+		m.cfg.Logger.Info("Relisted the source", "reason", reason, "objects", len(items), "revision", rev)
+	}
+	return nil
+}
+
+// tableOf is the name of the fill an event or item of table goes to.
+func (m *Multi[In]) tableOf(table string) string {
+	if m.single {
+		return m.fills[0].name()
+	}
+	return table
+}
+
+// watch applies the source's changes after the list in batches until the
+// watch is lost (it returns the reason to list again) or fails.
+func (m *Multi[In]) watch(ctx context.Context) (string, error) {
+	// The watch ends with this call: a source that would go on after a
+	// Resync, or after the reflector stopped reading, is told to stop.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events, err := m.cfg.Source.Watch(wctx, m.pend.complete)
+	if err != nil {
+		return "watch-lost", fmt.Errorf("watch: %w", err)
+	}
+	interval := m.cfg.BatchInterval
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	armed := false
+	rearm := func() {
+		timer.Stop()
+		d, ok := m.pend.deadline(interval)
+		if armed = ok; ok {
+			timer.Reset(time.Until(d))
+		}
+	}
+	for {
+		var timerC <-chan time.Time
+		if armed {
+			timerC = timer.C
+		}
+		select {
+		case <-ctx.Done():
+			return "", nil
+		case <-timerC:
+			now := time.Now()
+			m.pend.expire(now, interval)
+			if m.pend.due(now, interval) {
+				m.flush()
+			}
+			m.advance()
+			rearm()
+		case ev, ok := <-events:
+			if !ok {
+				m.flush()
+				m.advance()
+				return "watch-lost", nil
+			}
+			switch ev.Kind {
+			case Progress:
+				m.pend.completeTo(ev.Revision)
+				m.flush()
+				m.advance()
+				rearm()
+				continue
+			case Resync:
+				m.cfg.Metrics.Events(m.cfg.Name, 1)
+				m.flush()
+				m.advance()
+				return "resync", nil
+			case Put, Delete:
+				m.cfg.Metrics.Events(m.cfg.Name, 1)
+			default:
+				m.cfg.Logger.Warn("Ignored an event of unknown kind", "kind", ev.Kind, "key", ev.Key)
+				continue
+			}
+			if !m.pend.add(ev, time.Now()) {
+				continue // replayed, or older than what came
+			}
+			if m.pend.ready >= m.cfg.BatchSize {
+				m.flush()
+			}
+			m.advance()
+			rearm()
+		}
+	}
+}
+
+// flush commits the events of whole revisions.
+func (m *Multi[In]) flush() {
+	if evs, since := m.pend.take(); len(evs) > 0 {
+		m.commit(evs, since, false)
+	}
+}
+
+// advance reports the revision known whole once nothing of it is pending.
+func (m *Multi[In]) advance() {
+	if m.pend.ready == 0 {
+		m.setReached(m.pend.complete)
+	}
+}
+
+// commit writes a batch (the latest event per key) to the tables in one
+// write transaction; with initial (a list), it also marks every table
+// initialized. If anything in it panics, the transaction is aborted and
+// every fill's memory rolled back before the panic goes on.
+func (m *Multi[In]) commit(evs []Event[In], since time.Time, initial bool) {
+	wtxn := m.db.WriteTxn(m.metas[0], m.metas[1:]...)
+	committed := false
+	defer func() {
+		if !committed {
+			wtxn.Abort()
+			for _, f := range m.fills {
+				f.rollback()
+			}
+		}
+	}()
+	written, rejectedNow := 0, 0
+	for _, ev := range evs {
+		f := m.fillOf(ev.Table)
+		if f == nil {
+			continue
+		}
+		switch ev.Kind {
+		case Put:
+			n, rejected := f.put(wtxn, ev.Key, ev.Value)
+			written += n
+			if rejected {
+				rejectedNow++
+			}
+		case Delete:
+			written += f.del(wtxn, ev.Key)
+		}
+	}
+	if initial {
+		for _, f := range m.fills {
+			f.initialized(wtxn)
+		}
+	}
+	wtxn.Commit()
+	committed = true
+	for _, f := range m.fills {
+		f.keep()
+	}
+	if rejectedNow > 0 {
+		m.cfg.Metrics.Rejected(m.cfg.Name, rejectedNow)
+	}
+	m.cfg.Metrics.BatchCommitted(m.cfg.Name, len(evs), time.Since(since))
+	m.reportHealth()
+}
+
+// fillOf returns the fill of an event's table; nil (warned once) for a
+// table no Into fills.
+func (m *Multi[In]) fillOf(table string) filler[In] {
+	if m.single {
+		return m.fills[0]
+	}
+	if f := m.byName[table]; f != nil {
+		return f
+	}
+	if !m.unknown[table] {
+		if m.unknown == nil {
+			m.unknown = map[string]bool{}
+		}
+		m.unknown[table] = true
+		m.cfg.Logger.Warn("Ignored the source's objects of a table no Into fills", "table", table)
+	}
+	return nil
+}
+
+// setReached moves Revision forward to rev.
+func (m *Multi[In]) setReached(rev uint64) {
+	if rev <= m.reached.Load() {
+		return
+	}
+	m.mu.Lock()
+	m.reached.Store(rev)
+	close(m.moved)
+	m.moved = make(chan struct{})
+	m.mu.Unlock()
+	m.reportHealth()
+}
+
+// Revision returns the source revision that the tables reflect: every
+// change of the source up to it is committed, and the tables hold the
+// source's state at it (0 before the first list). It moves with each
+// commit and each Progress event of the source (see the package doc), so
+// it may pass the revision of the tables' latest change. Safe for
+// concurrent use.
+func (m *Multi[In]) Revision() uint64 { return m.reached.Load() }
+
+// RevisionWatch returns Revision and a channel that closes when it moves.
+func (m *Multi[In]) RevisionWatch() (uint64, <-chan struct{}) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.reached.Load(), m.moved
+}
+
+// Rejected returns the source's keys whose latest value was rejected
+// (Filter or Transform failed or panicked, or the table refused the
+// object), with why, by table and key (the table keeps the last good
+// version of each, if any). Safe for concurrent use.
+func (m *Multi[In]) Rejected() []Rejection {
+	if p := m.rejectedNow.Load(); p != nil {
+		return slices.Clone(*p)
+	}
+	return nil
+}
+
+// reportHealth reports OK, or Degraded naming the rejected keys, and
+// updates what Rejected returns.
+func (m *Multi[In]) reportHealth() {
+	var now []Rejection
+	objects := 0
+	for _, f := range m.fills {
+		now = append(now, f.rejections()...)
+		objects += f.objects()
+	}
+	m.rejectedNow.Store(&now)
+	if m.cfg.Health == nil {
+		return
+	}
+	if len(now) == 0 {
+		m.cfg.Health.OK(fmt.Sprintf("%d objects at revision %d", objects, m.reached.Load()))
+		return
+	}
+	shown := now[:min(len(now), 10)]
+	reason := fmt.Sprintf("%d objects rejected:", len(now))
+	for _, r := range shown {
+		reason += fmt.Sprintf(" %s: %s;", r.name(), r.Error)
+	}
+	m.cfg.Health.Degraded(reason[:len(reason)-1], fmt.Errorf("%s: %s", shown[0].name(), shown[0].Error))
+}
+
+// name is the rejected key, with its table if it has one.
+func (r Rejection) name() string {
+	if r.Table == "" {
+		return r.Key
+	}
+	return r.Table + " " + r.Key
+}
+
+func (m *Multi[In]) degraded(reason string, err error) {
+	if m.cfg.Health != nil {
+		m.cfg.Health.Degraded(reason, err)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
