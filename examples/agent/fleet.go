@@ -36,14 +36,16 @@ import (
 // of a file, and the node's status goes back to etcd.
 //
 // The path of a desired object: `agent fleet apply` validates a desired
-// file like the loader and writes each table's objects with etcd.Apply,
-// one etcd key per object (its name: fleetName of its primary key, its
-// value: the object as JSON, without status), fleet-wide or for one node;
-// each agent's three reflectors (one per table) list and watch their
-// table's keys through an etcd.Source and write the objects into the
-// tables through a DesiredWriter; the reconcilers apply them as in file
-// mode; the status reporter publishes the node's summary (revision
-// reached, counts by status, the latest errors) under a lease, and
+// file like the loader and writes the three tables' objects with
+// etcd.ApplyTables, one etcd key per object (its name: fleetName of its
+// primary key, its value: the object as JSON, without status), fleet-wide
+// or for one node; each agent's one reflector (a reflector.Multi) lists and
+// watches the three tables' keys through one etcd.Source and commits each
+// etcd revision to all three tables in one transaction, through their
+// DesiredWriters, so the node switches from one apply to the next whole;
+// the reconcilers apply them as in file mode; the status reporter
+// publishes the node's summary (the revision reached: one number, the
+// reflector's; counts by status; the latest errors) under a lease, and
 // `agent fleet status` reads every node's.
 //
 // Everything else is the same as with a file: the namespace, the status
@@ -185,14 +187,13 @@ func desiredObjects(f *desiredFile) (map[string]map[string][]byte, error) {
 	return out, errors.Join(errs...)
 }
 
-// fleetSource is an etcd.Source made at start: the reflectors are built
+// fleetSource is an etcd.Source made at start: the reflector is built
 // when the hive is populated (`agent run cells` makes no client), and the
 // first List waits until the client is up and the node claimed, so that
 // no desired object reaches a table of an agent that then refuses to run.
 type fleetSource struct {
-	f     *fleetAgent
-	table string
-	src   *etcd.Source
+	f   *fleetAgent
+	src *etcd.Source
 }
 
 // List implements reflector.Source.
@@ -210,8 +211,8 @@ func (s *fleetSource) Watch(ctx context.Context, after uint64) (<-chan reflector
 	return s.src.Watch(ctx, after)
 }
 
-// fleetAgent is fleet mode's part of the agent: the client, the sources
-// and reflectors of the three tables, the status publisher and reporter.
+// fleetAgent is fleet mode's part of the agent: the client, the source
+// and reflector of the three tables, the status publisher and reporter.
 // With a desired file it does nothing.
 type fleetAgent struct {
 	cfg     AgentConfig
@@ -219,11 +220,10 @@ type fleetAgent struct {
 	health  cell.Health
 	started chan struct{} // closed once the client is up and the node claimed
 
-	client   *clientv3.Client
-	pub      *etcd.Publisher
-	sources  []*fleetSource
-	reached  []func() uint64   // each reflector's Revision
-	rejected []func() []string // each reflector's Rejected
+	client  *clientv3.Client
+	pub     *etcd.Publisher
+	source  *fleetSource
+	desired *reflector.Multi[[]byte]
 
 	mu        sync.Mutex
 	published etcd.NodeStatus // the last status given to the publisher
@@ -248,12 +248,13 @@ type fleetParams struct {
 	RuleRec   reconciler.Reconciler[*iptables.Rule]
 }
 
-// newFleet builds fleet mode when --etcd-endpoints is given: a reflector
-// per table (each registers its table's initializer, so nothing is pruned
-// before the first complete list), a start hook that makes the client and
-// claims the node name (a second live agent of the same name fails here,
-// before anything is applied), a stop hook that revokes the lease (the
-// node leaves the fleet view at once), and the status reporter's job.
+// newFleet builds fleet mode when --etcd-endpoints is given: one
+// reflector of the three tables (it registers each table's initializer, so
+// nothing is pruned before the first complete list), a start hook that
+// makes the client and claims the node name (a second live agent of the
+// same name fails here, before anything is applied), a stop hook that
+// revokes the lease (the node leaves the fleet view at once), and the
+// status reporter's job.
 func newFleet(p fleetParams) (*fleetAgent, error) {
 	f := &fleetAgent{cfg: p.Config, log: p.Log, started: make(chan struct{})}
 	if !p.Config.fleetMode() {
@@ -261,38 +262,38 @@ func newFleet(p fleetParams) (*fleetAgent, error) {
 	}
 	f.health = p.Health.NewScope("etcd")
 	opts := p.Config.etcdOptions()
-	// Before the reflectors' jobs: the client is up before they start,
-	// and closed only after they stopped (hooks stop in reverse order).
+	// Before the reflector's job: the client is up before it starts, and
+	// closed only after it stopped (hooks stop in reverse order).
 	p.Lifecycle.Append(cell.Hook{
 		OnStart: func(ctx context.Context) error { return f.start(ctx, opts) },
 		OnStop:  f.stop,
 	})
-	src := func(table string) *fleetSource {
-		s := &fleetSource{f: f, table: table}
-		f.sources = append(f.sources, s)
-		return s
-	}
-	r1, err1 := reflectorcell.Register(p.Reflect, reflector.Config[[]byte, *sysctl.Sysctl]{
-		Name: sysctl.TableName, Source: src(sysctl.TableName),
-		Writer:    reconciler.DesiredWriter[*sysctl.Sysctl]{Table: p.Sysctls, Equal: (*sysctl.Sysctl).Equal, SetObjectStatus: (*sysctl.Sysctl).SetStatus},
-		Transform: decodeObject[sysctl.Sysctl](sysctlKey),
+	f.source = &fleetSource{f: f}
+	var err error
+	f.desired, err = reflectorcell.RegisterMulti(p.Reflect, reflector.MultiConfig[[]byte]{
+		Name:   "fleet",
+		Source: f.source,
+		Tables: []reflector.TableSpec[[]byte]{
+			reflector.Into[[]byte, *sysctl.Sysctl]{
+				Table:     sysctl.TableName,
+				Writer:    reconciler.DesiredWriter[*sysctl.Sysctl]{Table: p.Sysctls, Equal: (*sysctl.Sysctl).Equal, SetObjectStatus: (*sysctl.Sysctl).SetStatus},
+				Transform: decodeObject[sysctl.Sysctl](sysctlKey),
+			},
+			reflector.Into[[]byte, *routes.Route]{
+				Table:     routes.TableName,
+				Writer:    reconciler.DesiredWriter[*routes.Route]{Table: p.Routes, Equal: (*routes.Route).Equal, SetObjectStatus: (*routes.Route).SetStatus},
+				Transform: decodeObject[routes.Route](routeKey),
+			},
+			reflector.Into[[]byte, *iptables.Rule]{
+				Table:     iptables.TableName,
+				Writer:    reconciler.DesiredWriter[*iptables.Rule]{Table: p.Rules, Equal: (*iptables.Rule).Equal, SetObjectStatus: (*iptables.Rule).SetStatus},
+				Transform: decodeObject[iptables.Rule](ruleKey),
+			},
+		},
 	})
-	r2, err2 := reflectorcell.Register(p.Reflect, reflector.Config[[]byte, *routes.Route]{
-		Name: routes.TableName, Source: src(routes.TableName),
-		Writer:    reconciler.DesiredWriter[*routes.Route]{Table: p.Routes, Equal: (*routes.Route).Equal, SetObjectStatus: (*routes.Route).SetStatus},
-		Transform: decodeObject[routes.Route](routeKey),
-	})
-	r3, err3 := reflectorcell.Register(p.Reflect, reflector.Config[[]byte, *iptables.Rule]{
-		Name: iptables.TableName, Source: src(iptables.TableName),
-		Writer:    reconciler.DesiredWriter[*iptables.Rule]{Table: p.Rules, Equal: (*iptables.Rule).Equal, SetObjectStatus: (*iptables.Rule).SetStatus},
-		Transform: decodeObject[iptables.Rule](ruleKey),
-	})
-	if err := errors.Join(err1, err2, err3); err != nil {
+	if err != nil {
 		return nil, err
 	}
-	f.reached = []func() uint64{r1.Revision, r2.Revision, r3.Revision}
-	f.rejected = []func() []string{r1.Rejected, r2.Rejected, r3.Rejected}
-
 	rep := &statusReporter{f: f, db: p.Reflect.DB, first: p.FirstLoad, tables: []reportedTable{
 		reportTable(p.Sysctls, p.SysctlRec, (*sysctl.Sysctl).GetStatus, sysctlKey),
 		reportTable(p.Routes, p.RouteRec, (*routes.Route).GetStatus, routeKey),
@@ -312,11 +313,9 @@ func (f *fleetAgent) start(ctx context.Context, opts etcdOptions) error {
 	if err != nil {
 		return err
 	}
-	for _, s := range f.sources {
-		if s.src, err = etcd.NewSource(c, opts.layout(), s.table, f.cfg.Node); err != nil {
-			c.Close()
-			return err
-		}
+	if f.source.src, err = etcd.NewTablesSource(c, opts.layout(), fleetTables, f.cfg.Node); err != nil {
+		c.Close()
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -409,18 +408,14 @@ func reportTable[Obj any](t statedb.Table[Obj], rec reconciler.Reconciler[Obj], 
 // maxReportedErrors is how many failing objects a node's status names.
 const maxReportedErrors = 5
 
-// idleReportInterval is how often a revision moved by nothing but
-// progress notifications is published.
-const idleReportInterval = time.Minute
-
-// progressRequestInterval is the least time between two requests for progress
-// notifications (see statusReporter.run).
-const progressRequestInterval = 100 * time.Millisecond
+// reportSettle is how long the reporter lets a burst of changes settle
+// before it reads them.
+const reportSettle = 10 * time.Millisecond
 
 // statusReporter publishes the node's status: the revision reached (every
 // change of the desired state up to it is in the tables and was attempted),
-// the objects by status and the latest errors, whenever the tables changed
-// and the reconcilers caught up with them, or the revision moved.
+// the objects by status and the latest errors, whenever the tables
+// changed and the reconcilers caught up with them, or the revision moved.
 type statusReporter struct {
 	f      *fleetAgent
 	db     *statedb.DB
@@ -428,47 +423,36 @@ type statusReporter struct {
 	tables []reportedTable
 }
 
-// run is the reporter's job. The revision reached is the least of the
-// three reflectors': each knows only its own table's changes, so when they
-// differ (a change to one table), the reporter asks etcd for progress
-// notifications, which move the others up to the store's revision.
+// run is the reporter's job. The revision reached is the reflector's: one
+// number for the three tables, which move together. It moves only with
+// changes of this node's desired state (see etcd.Source), so every move is
+// published: a node that reached its desired revision says so at once.
 func (r *statusReporter) run(ctx context.Context, health cell.Health) error {
 	select {
 	case <-r.f.started:
 	case <-ctx.Done():
 		return nil
 	}
-	tick := time.NewTicker(progressRequestInterval)
-	defer tick.Stop()
-	var last etcd.NodeStatus
 	var lastRevs []statedb.Revision
 	var lastRejected []string
-	var lastPublished, lastProgress time.Time
-	wasLagging := false
+	lastReached := uint64(0)
+	ws := statedb.NewWatchSet()
 	for {
-		reached, lagging := r.reached()
+		reached, moved := r.f.desired.RevisionWatch()
 		if reached > 0 {
 			r.first.close() // every table listed once: /readyz
 		}
 		txn := r.db.ReadTxn()
 		revs := make([]statedb.Revision, len(r.tables))
-		watches := make([]<-chan struct{}, len(r.tables))
+		ws.Clear()
+		ws.Add(moved)
 		for i, t := range r.tables {
-			revs[i], watches[i] = t.revision(txn)
+			var watch <-chan struct{}
+			revs[i], watch = t.revision(txn)
+			ws.Add(watch)
 		}
-		if lagging && time.Since(lastProgress) >= progressRequestInterval {
-			lastProgress = time.Now()
-			r.requestProgress(ctx)
-		}
-		// Publish when the tables changed (objects or their statuses), or
-		// the revision moved while catching up with a change; a revision
-		// moved only by the sources' periodic progress (every write to
-		// etcd, other nodes' statuses too, moves the store's) is
-		// published at most every idleReportInterval.
-		moved := int64(reached) != last.Revision
 		rejected := r.rejected()
-		if reached > 0 && (!slices.Equal(revs, lastRevs) || !slices.Equal(rejected, lastRejected) ||
-			(moved && (wasLagging || time.Since(lastPublished) >= idleReportInterval))) {
+		if reached > 0 && (reached != lastReached || !slices.Equal(revs, lastRevs) || !slices.Equal(rejected, lastRejected)) {
 			if err := r.waitReconciled(ctx, revs); err != nil {
 				return nil // ctx ended
 			}
@@ -487,59 +471,28 @@ func (r *statusReporter) run(ctx context.Context, health cell.Health) error {
 				}
 			}
 			r.f.publish(st)
-			last, lastRevs, lastRejected, lastPublished = st, revs, rejected, time.Now()
+			lastReached, lastRevs, lastRejected = reached, revs, rejected
 			health.OK(fmt.Sprintf("revision %d reported", reached))
 		}
-		wasLagging = lagging
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		case <-watches[0]:
-		case <-watches[1]:
-		case <-watches[2]:
+		// The reflector's commit wakes the tables' watchers just before its
+		// revision moves: settle, so that one change makes one status.
+		if _, err := ws.Wait(ctx, reportSettle); err != nil {
+			return nil // ctx ended
 		}
 	}
 }
 
-// rejected returns what the reflectors refused, as "TABLE KEY: ERROR".
+// rejected returns what the reflector refused, as "TABLE KEY: rejected: ERROR".
 func (r *statusReporter) rejected() []string {
 	var out []string
-	for i, rej := range r.f.rejected {
-		for _, k := range rej() {
-			name, why, _ := strings.Cut(k, ": ")
-			if key, err := url.PathUnescape(name); err == nil {
-				name = key
-			}
-			out = append(out, fmt.Sprintf("%s %s: rejected: %s", fleetTables[i], name, why))
+	for _, rej := range r.f.desired.Rejected() {
+		name := rej.Key
+		if key, err := url.PathUnescape(name); err == nil {
+			name = key
 		}
+		out = append(out, fmt.Sprintf("%s %s: rejected: %s", rej.Table, name, rej.Error))
 	}
 	return out
-}
-
-// reached returns the least revision of the reflectors, and whether they
-// differ (0 until all have listed).
-func (r *statusReporter) reached() (uint64, bool) {
-	least, most := uint64(0), uint64(0)
-	for i, rev := range r.f.reached {
-		v := rev()
-		if i == 0 || v < least {
-			least = v
-		}
-		most = max(most, v)
-	}
-	return least, least != most
-}
-
-// requestProgress asks etcd for a progress notification on the watches.
-func (r *statusReporter) requestProgress(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, etcd.DefaultRequestTimeout)
-	defer cancel()
-	for _, s := range r.f.sources {
-		if err := s.src.RequestProgress(ctx); err != nil && ctx.Err() == nil {
-			r.f.log.Debug("Requesting progress failed", "table", s.table, "error", err)
-		}
-	}
 }
 
 // waitReconciled waits until each reconciler processed its table up to
