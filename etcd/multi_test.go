@@ -268,3 +268,93 @@ func TestApplyInPlaceCommittedWhole(t *testing.T) {
 		t.Fatal(strings.Join(bad, "\n"))
 	}
 }
+
+// The same with a reflector of one table: an in-place apply of 105 objects
+// is one revision, and batches of 10 never split it.
+func TestApplyInPlaceOneTableCommittedWhole(t *testing.T) {
+	c := startEtcd(t)
+	ctx := ctxT(t)
+	l := etcd.Layout{}
+	before, after := map[string][]byte{}, map[string][]byte{}
+	for i := range 105 {
+		before[fmt.Sprintf("o%03d", i)], after[fmt.Sprintf("o%03d", i)] = []byte("old"), []byte("new")
+	}
+	if _, err := etcd.Apply(ctx, c, l, "objs", etcd.ScopeAll, before); err != nil {
+		t.Fatal(err)
+	}
+	db := statedb.New()
+	table, err := statedb.NewTable(db, "objs", nameIndex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := etcd.NewSource(c, l, "objs", "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var bad []string
+	applied := int64(-1)
+	var r *reflector.Reflector[[]byte, *obj]
+	check := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if r == nil {
+			return
+		}
+		rev := r.Revision()
+		olds, news := 0, 0
+		for o := range table.All(db.ReadTxn()) {
+			if o.Value == "new" {
+				news++
+			} else {
+				olds++
+			}
+		}
+		if olds != 0 && news != 0 {
+			bad = append(bad, fmt.Sprintf("a commit holds %d old and %d new objects", olds, news))
+		}
+		if applied > 0 && rev >= uint64(applied) && news != 105 {
+			bad = append(bad, fmt.Sprintf("revision %d claims the apply at %d with %d of 105 objects new", rev, applied, news))
+		}
+	}
+	refl, err := reflector.New(db, reflector.Config[[]byte, *obj]{
+		Name: "objs", Source: src,
+		Writer: reconciler.DesiredWriter[*obj]{Table: table, Equal: func(a, b *obj) bool { return a.Value == b.Value },
+			SetObjectStatus: func(o *obj, s reconciler.Status) *obj { o.Status = s; return o }},
+		Transform: func(key string, v []byte) (*obj, error) { return &obj{Name: key, Value: string(v)}, nil },
+		BatchSize: 10, BatchInterval: time.Hour, Metrics: afterCommit{fn: check},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	r = refl
+	mu.Unlock()
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(runCtx) }()
+	defer func() { cancel(); <-done }()
+	for r.Revision() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	rev, err := etcd.Apply(ctx, c, l, "objs", etcd.ScopeAll, after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	applied = rev
+	mu.Unlock()
+	deadline := time.Now().Add(15 * time.Second)
+	for r.Revision() < uint64(rev) {
+		if time.Now().After(deadline) {
+			t.Fatalf("revision %d after 15s, want %d", r.Revision(), rev)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	check()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(bad) > 0 {
+		t.Fatal(strings.Join(bad, "\n"))
+	}
+}
