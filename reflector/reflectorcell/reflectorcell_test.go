@@ -112,3 +112,66 @@ func find(s health.Status, suffix string) (health.Status, bool) {
 	}
 	return health.Status{}, false
 }
+
+// tableSource lists its names in two tables, then says nothing more.
+type tableSource []string
+
+func (s tableSource) List(context.Context) ([]reflector.Item[string], uint64, error) {
+	var items []reflector.Item[string]
+	for _, n := range s {
+		items = append(items, reflector.Item[string]{Table: "left", Key: n, Value: n}, reflector.Item[string]{Table: "right", Key: n, Value: n})
+	}
+	return items, 1, nil
+}
+
+func (s tableSource) Watch(ctx context.Context, _ uint64) (<-chan reflector.Event[string], error) {
+	return staticSource(s).Watch(ctx, 0)
+}
+
+// RegisterMulti runs a reflector of two tables as one job: both fill, in
+// one commit, and are initialized.
+func TestRegisterMulti(t *testing.T) {
+	var db *statedb.DB
+	var left, right statedb.RWTable[*obj]
+	h := hivetest.Start(t,
+		reflectorcell.MetricsCell,
+		cell.Module("db", "The state database", cell.Provide(statedb.New)),
+		cell.Module("objs", "Desired objects",
+			cell.Invoke(func(p reflectorcell.Params) error {
+				var err error
+				if left, err = statedb.NewTable(p.DB, "left", nameIndex); err != nil {
+					return err
+				}
+				if right, err = statedb.NewTable(p.DB, "right", nameIndex); err != nil {
+					return err
+				}
+				db = p.DB
+				into := func(name string, t statedb.RWTable[*obj]) reflector.TableSpec[string] {
+					return reflector.Into[string, *obj]{Table: name,
+						Writer: reconciler.DesiredWriter[*obj]{Table: t, Equal: func(a, b *obj) bool { return a.Name == b.Name },
+							SetObjectStatus: func(o *obj, s reconciler.Status) *obj { o.Status = s; return o }},
+						Transform: func(_ string, v string) (*obj, error) { return &obj{Name: v}, nil }}
+				}
+				_, err = reflectorcell.RegisterMulti(p, reflector.MultiConfig[string]{
+					Name: "both", Source: tableSource{"a", "b"}, Tables: []reflector.TableSpec[string]{into("left", left), into("right", right)},
+				})
+				return err
+			}),
+		),
+	)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		txn := db.ReadTxn()
+		okL, _ := left.Initialized(txn)
+		okR, _ := right.Initialized(txn)
+		scope, found := find(h.Health().Snapshot(), "objs.reflect-both.reflector")
+		if okL && okR && left.NumObjects(txn) == 2 && right.NumObjects(txn) == 2 && found && scope.Level == health.LevelOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tables initialized %v %v with %d and %d objects; reflector scope %+v (found %v)",
+				okL, okR, left.NumObjects(txn), right.NumObjects(txn), scope, found)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
