@@ -28,6 +28,7 @@ type filler[In any] interface {
 	// known returns every key stored or rejected, for a relist's deletes.
 	known() iter.Seq[string]
 	initialized(txn statedb.WriteTxn) // marks the table initialized, once
+	begin(expect int)                 // a commit of about expect events starts
 	keep()                            // the commit succeeded: forget the undo log
 	rollback()                        // the commit did not happen: undo the memory's changes
 	objects() int
@@ -55,6 +56,9 @@ type fill[In, Obj any] struct {
 	owners   map[string][]string
 	rejected map[string]string // by source key: why its latest value was rejected
 	undo     []undoEntry[In]
+	// fresh: the memory was empty when the commit under way began (the
+	// first list), so a rollback empties it again and nothing is logged.
+	fresh bool
 }
 
 // undoEntry restores one entry of one of fill's maps.
@@ -149,10 +153,18 @@ func (f *fill[In, Obj]) put(txn statedb.WriteTxn, key string, v In) (int, bool) 
 		f.log.Warn("Rejected an object of the source; its last good version stays", "table", f.spec.Table, "key", key, "error", err)
 		return written, true
 	}
+	f.delRejected(key)
 	old, had := f.held[key]
+	if had && old.pk == pk && written == 0 {
+		// An equal object (a relist of what did not change): the value
+		// kept makes it as well as this one.
+		if owners := f.owners[pk]; owners[len(owners)-1] != key {
+			f.setOwners(pk, append(without(owners, key), key))
+		}
+		return 0, false
+	}
 	f.setHeld(key, kept[In]{val: v, pk: pk})
 	f.setOwners(pk, append(without(f.owners[pk], key), key))
-	f.delRejected(key)
 	if had && old.pk != pk {
 		written += f.release(txn, key, old.pk)
 	}
@@ -258,14 +270,18 @@ func (f *fill[In, Obj]) rejections() []Rejection {
 // The memory's changes, each with its undo.
 
 func (f *fill[In, Obj]) setHeld(key string, h kept[In]) {
-	old, had := f.held[key]
-	f.undo = append(f.undo, undoEntry[In]{what: undoHeld, key: key, had: had, held: old})
+	if !f.fresh {
+		old, had := f.held[key]
+		f.undo = append(f.undo, undoEntry[In]{what: undoHeld, key: key, had: had, held: old})
+	}
 	f.held[key] = h
 }
 
 func (f *fill[In, Obj]) delHeld(key string) {
 	if old, had := f.held[key]; had {
-		f.undo = append(f.undo, undoEntry[In]{what: undoHeld, key: key, had: true, held: old})
+		if !f.fresh {
+			f.undo = append(f.undo, undoEntry[In]{what: undoHeld, key: key, had: true, held: old})
+		}
 		delete(f.held, key)
 	}
 }
@@ -273,8 +289,10 @@ func (f *fill[In, Obj]) delHeld(key string) {
 // setOwners sets pk's owners to a slice that is not changed afterwards
 // (nil deletes them): the undo log keeps the old one.
 func (f *fill[In, Obj]) setOwners(pk string, owners []string) {
-	old, had := f.owners[pk]
-	f.undo = append(f.undo, undoEntry[In]{what: undoOwners, key: pk, had: had, owners: old})
+	if !f.fresh {
+		old, had := f.owners[pk]
+		f.undo = append(f.undo, undoEntry[In]{what: undoOwners, key: pk, had: had, owners: old})
+	}
 	if len(owners) == 0 {
 		delete(f.owners, pk)
 	} else {
@@ -283,27 +301,50 @@ func (f *fill[In, Obj]) setOwners(pk string, owners []string) {
 }
 
 func (f *fill[In, Obj]) setRejected(key, reason string) {
-	old, had := f.rejected[key]
-	f.undo = append(f.undo, undoEntry[In]{what: undoRejected, key: key, had: had, reason: old})
+	if !f.fresh {
+		old, had := f.rejected[key]
+		f.undo = append(f.undo, undoEntry[In]{what: undoRejected, key: key, had: had, reason: old})
+	}
 	f.rejected[key] = reason
 }
 
 func (f *fill[In, Obj]) delRejected(key string) {
 	if old, had := f.rejected[key]; had {
-		f.undo = append(f.undo, undoEntry[In]{what: undoRejected, key: key, had: true, reason: old})
+		if !f.fresh {
+			f.undo = append(f.undo, undoEntry[In]{what: undoRejected, key: key, had: true, reason: old})
+		}
 		delete(f.rejected, key)
 	}
 }
 
+func (f *fill[In, Obj]) begin(expect int) {
+	f.fresh = len(f.held) == 0 && len(f.owners) == 0 && len(f.rejected) == 0
+	if f.fresh && expect > 0 {
+		// Sized once for the list, rather than grown.
+		f.held, f.owners = make(map[string]kept[In], expect), make(map[string][]string, expect)
+	}
+}
+
 func (f *fill[In, Obj]) keep() {
+	f.fresh = false
 	if f.initNow {
 		f.init, f.initNow = nil, false
 	}
-	clear(f.undo)
-	f.undo = f.undo[:0]
+	// A large batch's log is not kept for good: memory follows live data.
+	if cap(f.undo) > shrinkAbove {
+		f.undo = nil
+	} else {
+		clear(f.undo)
+		f.undo = f.undo[:0]
+	}
 }
 
 func (f *fill[In, Obj]) rollback() {
+	if f.fresh {
+		clear(f.held)
+		clear(f.owners)
+		clear(f.rejected)
+	}
 	for i := len(f.undo) - 1; i >= 0; i-- {
 		u := f.undo[i]
 		switch u.what {

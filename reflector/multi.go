@@ -308,6 +308,9 @@ func (m *Multi[In]) advance() {
 // initialized. If anything in it panics, the transaction is aborted and
 // every fill's memory rolled back before the panic goes on.
 func (m *Multi[In]) commit(evs []Event[In], since time.Time, initial bool) {
+	for _, f := range m.fills {
+		f.begin(len(evs) / len(m.fills))
+	}
 	wtxn := m.db.WriteTxn(m.metas[0], m.metas[1:]...)
 	committed := false
 	defer func() {

@@ -228,7 +228,7 @@ type commitHook struct {
 
 func (h *commitHook) BatchCommitted(string, int, time.Duration) { h.after() }
 
-func newMultiFixture(t *testing.T, src reflector.Source[int], batchSize int, interval time.Duration, metrics reflector.Metrics) *multiFixture {
+func newMultiFixture(t testing.TB, src reflector.Source[int], batchSize int, interval time.Duration, metrics reflector.Metrics) *multiFixture {
 	f := &multiFixture{db: statedb.New(), tables: map[string]statedb.RWTable[*obj]{}, health: &reconcilertest.Health{}}
 	var specs []reflector.TableSpec[int]
 	for _, name := range multiTables {
