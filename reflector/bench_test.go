@@ -75,4 +75,3 @@ func BenchmarkMulti(b *testing.B) {
 		b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "objects/sec")
 	})
 }
-

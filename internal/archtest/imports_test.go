@@ -34,6 +34,7 @@ var forbidden = []string{
 	"google.golang.org/protobuf/",
 	"google.golang.org/grpc", "google.golang.org/grpc/",
 	"go.etcd.io/etcd/",
+	"github.com/fsnotify/fsnotify",
 }
 
 func isForbidden(path string) bool {

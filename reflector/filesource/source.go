@@ -1,0 +1,307 @@
+package filesource
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/steadystate/steadystate/reflector"
+)
+
+// Config configures a Source. Zero values mean the documented defaults.
+type Config[In any] struct {
+	// Path is the file. Required.
+	Path string
+	// Decode parses and validates the whole file into its objects, each
+	// an Item with its Table (for a multi-table reflector) and Key; two
+	// items of one table may not share a key. Its error should say where
+	// (the file, the line, the entry): it is what the operator reads.
+	// Required.
+	Decode func(path string, data []byte) ([]reflector.Item[In], error)
+	// Equal, if set, tells two values of a key apart: a new version sends
+	// only the keys whose value changed. Without it, every key of a new
+	// version is sent (the reflector's writer still writes only what
+	// changed).
+	Equal func(a, b In) bool
+	// SettleTime is how long the file must be quiet before it is read
+	// (a rename into place is read at once). Default DefaultSettleTime.
+	SettleTime time.Duration
+	// PollInterval is how often the file is read even without a
+	// notification. Default DefaultPollInterval.
+	PollInterval time.Duration
+	// Health, if set, reports the file's state: OK naming the version
+	// loaded, Degraded naming the problem while the file is bad.
+	Health reflector.Health
+	// Metrics, if set, counts the reads (default NopMetrics).
+	Metrics Metrics
+	// Logger logs each version loaded and each problem once (default
+	// slog.Default()).
+	Logger *slog.Logger
+}
+
+// Defaults of Config.
+const (
+	DefaultSettleTime   = 500 * time.Millisecond
+	DefaultPollInterval = 10 * time.Second
+)
+
+// Metrics counts a Source's reads; an implementation embeds NopMetrics, so
+// that a method added later does not break it.
+type Metrics interface {
+	// Loaded is a good version read: objects in all, changed of them.
+	Loaded(path string, objects, changed int)
+	// Rejected is a version that could not be read or decoded.
+	Rejected(path string)
+	// Deferred is a read put off: the file was being written.
+	Deferred(path string)
+}
+
+// NopMetrics counts nothing.
+type NopMetrics struct{}
+
+func (NopMetrics) Loaded(string, int, int) {}
+func (NopMetrics) Rejected(string)         {}
+func (NopMetrics) Deferred(string)         {}
+
+// ErrEmpty is wrapped by the error for an empty or whitespace-only file.
+var ErrEmpty = errors.New("the file is empty (a writer may have left it half-way): not applied")
+
+// ErrInvalidConfig is wrapped by New's error for a bad Config.
+var ErrInvalidConfig = errors.New("invalid file source config")
+
+// Source is a reflector.Source of a file; see the package doc.
+type Source[In any] struct {
+	cfg    Config[In]
+	reload chan struct{}
+
+	// mu guards the state of the latest good version; read holds it.
+	mu      sync.Mutex
+	rev     uint64                         // the latest good version's; 0 before the first
+	items   map[itemKey]reflector.Item[In] // the latest good version
+	lastSum [sha256.Size]byte              // the last version read, good or bad
+	lastErr string                         // the last problem reported
+}
+
+type itemKey struct{ table, key string }
+
+var _ reflector.Source[int] = (*Source[int])(nil)
+
+// New validates cfg and returns the source. Nothing is read before List.
+func New[In any](cfg Config[In]) (*Source[In], error) {
+	var errs []error
+	if cfg.Path == "" {
+		errs = append(errs, errors.New("the Path is required"))
+	}
+	if cfg.Decode == nil {
+		errs = append(errs, errors.New("a Decode function is required"))
+	}
+	if cfg.SettleTime < 0 || cfg.PollInterval < 0 {
+		errs = append(errs, errors.New("SettleTime and PollInterval must not be negative"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("%w %q: %w", ErrInvalidConfig, cfg.Path, err)
+	}
+	cfg.SettleTime = cmp.Or(cfg.SettleTime, DefaultSettleTime)
+	cfg.PollInterval = cmp.Or(cfg.PollInterval, DefaultPollInterval)
+	if cfg.Metrics == nil {
+		cfg.Metrics = NopMetrics{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Source[In]{cfg: cfg, reload: make(chan struct{}, 1)}, nil
+}
+
+// Reload asks for the file to be read now (SIGHUP in daemon use); it
+// returns at once.
+func (s *Source[In]) Reload() {
+	select {
+	case s.reload <- struct{}{}:
+	default:
+	}
+}
+
+// Revision returns the latest good version's revision (0 before the
+// first).
+func (s *Source[In]) Revision() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rev
+}
+
+// List returns the latest good version of the file, read again now. Before
+// the first good version it waits for one (watching the file), so a table
+// is never initialized from a file that did not parse; it returns early
+// only when ctx ends.
+func (s *Source[In]) List(ctx context.Context) ([]reflector.Item[In], uint64, error) {
+	if s.Revision() == 0 {
+		if err := s.watch(ctx, nil, func() bool { return s.Revision() > 0 }); err != nil {
+			return nil, 0, err
+		}
+	} else {
+		s.read(false) // a file not ready now is the watch's to read later
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	items := slices.SortedFunc(maps.Values(s.items), func(a, b reflector.Item[In]) int {
+		return cmp.Or(cmp.Compare(a.Table, b.Table), cmp.Compare(a.Key, b.Key))
+	})
+	return items, s.rev, nil
+}
+
+// Watch sends each new good version after revision after as its difference
+// from the one before (Put and Delete events at the new revision) and a
+// Progress at it. If a version came since after, it sends Resync. The
+// channel closes when ctx ends.
+func (s *Source[In]) Watch(ctx context.Context, after uint64) (<-chan reflector.Event[In], error) {
+	out := make(chan reflector.Event[In])
+	send := func(ev reflector.Event[In]) bool {
+		select {
+		case out <- ev:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	go func() {
+		defer close(out)
+		if s.Revision() != after {
+			send(reflector.Event[In]{Kind: reflector.Resync})
+			return
+		}
+		s.watch(ctx, func(evs []reflector.Event[In], rev uint64) bool {
+			for _, ev := range evs {
+				if !send(ev) {
+					return false
+				}
+			}
+			return send(reflector.Event[In]{Kind: reflector.Progress, Revision: rev})
+		}, nil)
+	}()
+	return out, nil
+}
+
+// read reads the file and, if it is a new good version, takes it and
+// returns its difference from the one before and its revision. renamed
+// says the file was just renamed into place (read it without waiting for
+// it to settle). retry says the file was not ready (being written): read
+// again after the settle time.
+func (s *Source[In]) read(renamed bool) (evs []reflector.Event[In], rev uint64, retry bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	path := s.cfg.Path
+	first, writing, err := readSnapshot(path)
+	if err != nil {
+		s.lastSum = [sha256.Size]byte{} // the same file back is news
+		s.reject(fmt.Errorf("reading %s: %w", path, err))
+		return nil, 0, false
+	}
+	if age := time.Since(first.info.ModTime()); writing || !renamed && age >= 0 && age < s.cfg.SettleTime {
+		s.cfg.Metrics.Deferred(path)
+		return nil, 0, true
+	}
+	sum := sha256.Sum256(first.data)
+	if sum == s.lastSum {
+		return nil, 0, false
+	}
+	var items []reflector.Item[In]
+	if len(bytes.TrimSpace(first.data)) == 0 {
+		err = fmt.Errorf("%s: %w", path, ErrEmpty)
+	} else if items, err = s.cfg.Decode(path, first.data); err == nil {
+		err = duplicates(path, items)
+	}
+	// Decoding took time: what was decoded must still be the whole file.
+	again, writing, againErr := readSnapshot(path)
+	if againErr != nil || writing || !first.same(again) {
+		s.cfg.Metrics.Deferred(path)
+		return nil, 0, true
+	}
+	s.lastSum = sum // report once per version of the file
+	if err != nil {
+		s.reject(err)
+		return nil, 0, false
+	}
+	return s.take(items)
+}
+
+// take makes items the latest good version and returns its difference
+// from the one before. The revision moves only when something changed
+// (and with the first version).
+func (s *Source[In]) take(items []reflector.Item[In]) ([]reflector.Event[In], uint64, bool) {
+	next := make(map[itemKey]reflector.Item[In], len(items))
+	for _, it := range items {
+		next[itemKey{it.Table, it.Key}] = it
+	}
+	var evs []reflector.Event[In]
+	for _, k := range slices.SortedFunc(maps.Keys(s.items), compareKeys) {
+		if _, ok := next[k]; !ok {
+			evs = append(evs, reflector.Event[In]{Kind: reflector.Delete, Table: k.table, Key: k.key})
+		}
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(next), compareKeys) {
+		old, ok := s.items[k]
+		if ok && s.cfg.Equal != nil && s.cfg.Equal(old.Value, next[k].Value) {
+			continue
+		}
+		evs = append(evs, reflector.Event[In]{Kind: reflector.Put, Table: k.table, Key: k.key, Value: next[k].Value})
+	}
+	if len(evs) > 0 || s.rev == 0 {
+		s.rev++
+	}
+	for i := range evs {
+		evs[i].Revision = s.rev
+	}
+	s.items = next
+	s.lastErr = ""
+	s.cfg.Metrics.Loaded(s.cfg.Path, len(items), len(evs))
+	msg := fmt.Sprintf("loaded %s: %d objects (version %d)", s.cfg.Path, len(items), s.rev)
+	if s.cfg.Health != nil {
+		s.cfg.Health.OK(msg)
+	}
+	s.cfg.Logger.Info("Desired state loaded", "file", s.cfg.Path, "objects", len(items), "changed", len(evs), "version", s.rev)
+	return evs, s.rev, false
+}
+
+func compareKeys(a, b itemKey) int {
+	return cmp.Or(cmp.Compare(a.table, b.table), cmp.Compare(a.key, b.key))
+}
+
+// duplicates rejects two items of one table with one key.
+func duplicates[In any](path string, items []reflector.Item[In]) error {
+	seen := make(map[itemKey]bool, len(items))
+	var errs []error
+	for _, it := range items {
+		k := itemKey{it.Table, it.Key}
+		if seen[k] {
+			errs = append(errs, fmt.Errorf("%s: %s %q given twice", path, cmp.Or(it.Table, "key"), it.Key))
+		}
+		seen[k] = true
+	}
+	return errors.Join(errs...)
+}
+
+// reject reports a file that is not taken: health Degraded, counted,
+// logged once per distinct problem.
+func (s *Source[In]) reject(err error) {
+	if err.Error() == s.lastErr {
+		return
+	}
+	s.lastErr = err.Error()
+	s.cfg.Metrics.Rejected(s.cfg.Path)
+	keep := "keeping the current desired state"
+	if s.rev == 0 {
+		keep = "nothing applied until the file is good"
+	}
+	if s.cfg.Health != nil {
+		s.cfg.Health.Degraded(fmt.Sprintf("desired state in %s rejected; %s", s.cfg.Path, keep), err)
+	}
+	s.cfg.Logger.Error("Desired state rejected; "+keep, "file", s.cfg.Path, "error", err)
+}
