@@ -36,8 +36,11 @@
 // SIGKILL, restores them) and, per table, what its target applied.
 //
 // The status API (socket, and --metrics-addr when set): /status, /statedb/,
-// /metrics, /healthz (503 while Degraded), /livez, /readyz (see
-// agentReady). The agent's own metrics are steadystate_agent_* (see
+// /metrics, /healthz (200 only when the whole health tree is OK: 503 while
+// starting, Degraded, Unknown or Stopped), /livez, /readyz (see
+// agentReady). A part that is off (fleet mode in file mode, the file
+// loader in fleet mode) reports OK saying so, so a healthy agent has no
+// Unknown scope. The agent's own metrics are steadystate_agent_* (see
 // metrics.go).
 //
 // Every flag of `agent run` can be set from the environment with the
