@@ -424,6 +424,7 @@ func TestAgentEndToEnd(t *testing.T) {
 	if err != nil || !strings.Contains(out, "192.0.2.0/24") {
 		t.Fatalf("db lpm routes covering 192.0.2.77: %v\n%s", err, out)
 	}
+	checkDBQueries(t, a)
 
 	// Edit the file: a route goes, one comes, a rule changes.
 	if err := writeFile(t, desired, []byte(desiredV2), 0o644); err != nil {

@@ -17,8 +17,10 @@
 //	                                      2: trouble)
 //	agent status [--netns NS] [--format ...]  health tree and per-table counts
 //	agent db show TABLE [--format ...]    dump a table of the running agent
-//	agent db watch TABLE                  stream a table's changes (and the
-//	                                      other queries of statedbcmd)
+//	agent db watch TABLE                  stream a table's changes (across
+//	                                      agent restarts; and the other
+//	                                      queries of statedbcmd: db help
+//	                                      shows each index's key format)
 //	agent cleanup [--dry-run]             remove what killed agents left
 //
 // Files, signals and leftovers: each managed namespace has its socket and
