@@ -161,9 +161,11 @@ func dbCommand() *cobra.Command {
 		PathPrefix:    "/statedb",
 	})
 	cmd.Short = "Inspect the running agent's tables (sysctls, routes, iptables-rules)"
-	cmd.Long += fmt.Sprintf("\n\nThe agent's tables: %s, %s, %s (table and index names also complete in the shell;\n"+
-		"while the agent runs, this help lists each index with its key format and an example).",
-		sysctl.TableName, routes.TableName, iptables.TableName)
+	cmd.Long += "\n\nThe agent's tables and their indexes (table and index names also complete in the shell;\n" +
+		"while the agent runs, this help ends with each index's key format and an example):\n" +
+		fmt.Sprintf("  %-15s name, status\n", sysctl.TableName) +
+		fmt.Sprintf("  %-15s key, status, covering (longest prefix match: db lpm routes covering ADDRESS)\n", routes.TableName) +
+		fmt.Sprintf("  %-15s key, status", iptables.TableName)
 	// statedbcmd has --socket; the agent adds --netns to find it.
 	netns := cmd.PersistentFlags().String("netns", "", `the namespace the agent manages ("sandbox", "host" or a name), to find its socket (default: $`+envNetNS+` or sandbox)`)
 	socket = func() string { return clientSocket("", *netns) }
