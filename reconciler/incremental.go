@@ -66,9 +66,7 @@ func (r *reconciler[Obj]) processRound(ctx context.Context, txn statedb.ReadTxn,
 	}
 
 	now := time.Now()
-	// Every failing object (retried, terminal, or whose retry was dropped
-	// for a newer version) has its count of failures.
-	tracking := len(r.failures) > 0
+	tracking := r.retries.len() > 0 || len(r.terminal) > 0 || len(r.failures) > 0
 	var wtxn statedb.WriteTxn
 	for i := range round {
 		w := &round[i]
@@ -85,7 +83,13 @@ func (r *reconciler[Obj]) processRound(ctx context.Context, txn statedb.ReadTxn,
 			}
 		} else {
 			key := r.keyOf(w)
-			r.failures[key]++
+			// Failed updates in a row: the object is in Error. A failed
+			// delete ends the run (the object is gone from the table).
+			if w.deleted {
+				delete(r.failures, key)
+			} else {
+				r.failures[key]++
+			}
 			r.noteFailure(key, w.obj)
 			if !w.deleted && IsTerminal(w.err) {
 				r.retries.remove(key)

@@ -47,7 +47,7 @@ type reconciler[Obj any] struct {
 
 	retries  *retryQueue[Obj]
 	terminal map[string]error // objects failed terminally, by primary key
-	failures map[string]int   // failures in a row of each failing object, by primary key
+	failures map[string]int   // failed updates in a row of each object in Error, by primary key
 	recent   []recentFailure  // the latest failures, newest last
 	full     pruneState
 	refresh  refreshState
