@@ -24,6 +24,10 @@
 //     order, so a hook starts after the hooks of its dependencies. If a hook
 //     fails to start, the hooks already started are stopped in reverse and
 //     Start returns the error naming the hook (module and function).
+//   - The health tree's root reads Unknown "starting" from the start of
+//     Start until every hook started, and Stopped "stopping" from Stop on
+//     (see health.Tree.Starting), so /healthz (200 only when the root is
+//     OK) is 503 until the hive is fully started and once it stops.
 //   - Stop runs the Stop of every started hook in reverse order, even after
 //     one fails or the deadline passes, and joins their errors.
 //   - Start and Stop give hooks a context with the start or stop deadline

@@ -196,12 +196,15 @@ func (h *Hive) Start(ctx context.Context) error {
 	defer cancel()
 	t0 := time.Now()
 	h.opts.Logger.Info("Starting")
+	h.health.Starting()
 	if err := h.lc.start(ctx); err != nil {
 		h.opts.Logger.Error("Start failed, stopping what started", "error", err)
+		h.health.Stopping()
 		stopCtx, cancel := context.WithTimeout(context.Background(), h.opts.StopTimeout)
 		defer cancel()
 		return errors.Join(err, h.lc.stop(stopCtx))
 	}
+	h.health.Started()
 	h.opts.Logger.Info("Started", "duration", time.Since(t0))
 	return nil
 }
@@ -225,6 +228,7 @@ func (h *Hive) Stop(ctx context.Context) error {
 	defer cancel()
 	t0 := time.Now()
 	h.opts.Logger.Info("Stopping")
+	h.health.Stopping()
 	err := h.lc.stop(ctx)
 	h.opts.Logger.Info("Stopped", "duration", time.Since(t0))
 	return err

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/steadystate/steadystate/hive"
 	"github.com/steadystate/steadystate/hive/cell"
 	"github.com/steadystate/steadystate/hive/health"
@@ -177,7 +179,8 @@ func getCode(t *testing.T, url string) (int, string) {
 
 // The probes: /livez answers 200 while the server runs; /readyz 503 with
 // the failing checks' reasons until every ReadinessCheck passes; /healthz
-// 200 while nothing is Degraded and 503 when something is.
+// 200 only while the root is OK: 503 while a scope never reported
+// (Unknown), while one is Degraded, and when all that is left is Stopped.
 func TestProbes(t *testing.T) {
 	var ep *hive.MetricsEndpoint
 	var ready atomic.Bool
@@ -217,16 +220,70 @@ func TestProbes(t *testing.T) {
 	if code, body := getCode(t, base+"/readyz"); code != 200 || body != "ok\n" {
 		t.Errorf("GET /readyz when ready: %d %q", code, body)
 	}
-	scope.OK("loaded")
-	if code, _ := getCode(t, base+"/healthz"); code != 200 {
-		t.Errorf("GET /healthz while OK: %d, want 200", code)
+	for _, step := range []struct {
+		report func()
+		code   int
+		level  health.Level
+	}{
+		{func() {}, 503, health.LevelUnknown}, // the scope never reported
+		{func() { scope.OK("loaded") }, 200, health.LevelOK},
+		{func() { scope.Degraded("rejected", errors.New("bad file")) }, 503, health.LevelDegraded},
+		{func() { scope.OK("loaded again") }, 200, health.LevelOK},
+		{func() { scope.Stopped("done") }, 503, health.LevelStopped},
+	} {
+		step.report()
+		code, body := getCode(t, base+"/healthz")
+		var st health.Status
+		if err := json.Unmarshal([]byte(body), &st); err != nil {
+			t.Fatal(err)
+		}
+		if code != step.code || st.Level != step.level {
+			t.Errorf("GET /healthz: %d, root %s; want %d, %s:\n%s", code, st.Level, step.code, step.level, body)
+		}
 	}
-	scope.Degraded("rejected", errors.New("bad file"))
-	if code, _ := getCode(t, base+"/healthz"); code != 503 {
-		t.Errorf("GET /healthz while Degraded: %d, want 503", code)
+}
+
+// While the hive starts, /healthz answers 503 with the root Unknown
+// "starting", although every scope opened so far is OK; 200 once Start
+// returned.
+func TestHealthzWhileStarting(t *testing.T) {
+	var ep *hive.MetricsEndpoint
+	entered, release := make(chan struct{}), make(chan struct{})
+	h := hive.NewWithOptions(hive.Options{Logger: hivetest.Logger(t, 0)},
+		hive.MetricsServer,
+		cell.Invoke(func(e *hive.MetricsEndpoint) { ep = e }),
+		cell.Module("slow", "A module whose hook takes its time",
+			cell.Invoke(func(h cell.Health, lc cell.Lifecycle) {
+				h.OK("constructed")
+				lc.Append(cell.Hook{OnStart: func(context.Context) error {
+					close(entered)
+					<-release
+					return nil
+				}})
+			})),
+	)
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	h.RegisterFlags(fs)
+	if err := fs.Parse([]string{"--metrics-addr=127.0.0.1:0"}); err != nil {
+		t.Fatal(err)
 	}
-	scope.OK("loaded again")
-	if code, _ := getCode(t, base+"/healthz"); code != 200 {
-		t.Errorf("GET /healthz when OK again: %d, want 200", code)
+	started := make(chan error, 1)
+	go func() { started <- h.Start(context.Background()) }()
+	<-entered
+	code, body := getCode(t, "http://"+ep.Addr()+"/healthz")
+	var st health.Status
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
+		t.Fatal(err)
+	}
+	if code != 503 || st.Level != health.LevelUnknown || st.Message != "starting" || st.Children[0].Level != health.LevelOK {
+		t.Errorf("GET /healthz while starting: %d\n%s\nwant 503, the root Unknown \"starting\", the module OK", code, body)
+	}
+	close(release)
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	defer h.Stop(context.Background())
+	if code, body := getCode(t, "http://"+ep.Addr()+"/healthz"); code != 200 {
+		t.Errorf("GET /healthz once started: %d\n%s", code, body)
 	}
 }

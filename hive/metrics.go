@@ -35,8 +35,10 @@ func (def MetricsConfig) Flags(fs *pflag.FlagSet) {
 // set:
 //
 //	/metrics  the hive's Prometheus registry
-//	/healthz  the health tree as JSON; 503 when its (worst) level is
-//	          Degraded, else 200
+//	/healthz  the health tree as JSON; 200 only when its root is OK,
+//	          else 503: Degraded, Unknown (a scope that never reported,
+//	          or the hive still starting) or Stopped (stopping, or
+//	          nothing but finished jobs)
 //	/livez    200 "ok" while the process serves at all
 //	/readyz   200 "ok" when every ReadinessCheck passes, else 503 with
 //	          the checks that fail, one per line
@@ -249,12 +251,13 @@ func (e *MetricsEndpoint) Stop(ctx context.Context) error {
 	return err
 }
 
-// serveHealth answers the health tree, with 503 when it is Degraded, so
-// that a probe or a load balancer that reads only the code sees trouble.
+// serveHealth answers the health tree: 200 only when its root is OK, so
+// that a probe or a load balancer that reads only the code sees trouble,
+// and also what the tree does not know (Unknown) as not healthy.
 func (e *MetricsEndpoint) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	st := e.tree.Snapshot()
 	w.Header().Set("Content-Type", "application/json")
-	if st.Level == health.LevelDegraded {
+	if st.Level != health.LevelOK {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}
 	enc := json.NewEncoder(w)

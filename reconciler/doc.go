@@ -61,6 +61,10 @@
 // retry and a delete cancels it. A failed Delete is retried until it
 // succeeds, terminal error or not: no delete is lost (retries.go).
 //
+// Recovery is visible. An object whose update succeeds after failing leaves
+// the health report at once, and is logged once at Info, "Done after N
+// failures: OBJ", N counting its failures in a row (incremental.go).
+//
 // No prune before initialization. A prune, and so
 // Target.Prune, waits until the table is initialized (every initializer
 // registered with RegisterInitializer is done), so that a half-loaded table

@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/steadystate/steadystate/index"
@@ -65,13 +66,13 @@ func (r *reconciler[Obj]) processRound(ctx context.Context, txn statedb.ReadTxn,
 	}
 
 	now := time.Now()
-	tracking := r.retries.len() > 0 || len(r.terminal) > 0
+	tracking := r.retries.len() > 0 || len(r.terminal) > 0 || len(r.failures) > 0
 	var wtxn statedb.WriteTxn
 	for i := range round {
 		w := &round[i]
 		if w.err == nil {
 			if tracking {
-				r.forget(r.keyOf(w))
+				r.succeeded(w)
 			}
 			if (refresh || w.refresh) && len(w.plan) > 0 {
 				r.cfg.Logger.Info("Drift repaired", "object", describe(r.cfg.Table, w.obj), "changes", w.plan.String())
@@ -82,6 +83,13 @@ func (r *reconciler[Obj]) processRound(ctx context.Context, txn statedb.ReadTxn,
 			}
 		} else {
 			key := r.keyOf(w)
+			// Failed updates in a row: the object is in Error. A failed
+			// delete ends the run (the object is gone from the table).
+			if w.deleted {
+				delete(r.failures, key)
+			} else {
+				r.failures[key]++
+			}
 			r.noteFailure(key, w.obj)
 			if !w.deleted && IsTerminal(w.err) {
 				r.retries.remove(key)
@@ -181,10 +189,28 @@ func (r *reconciler[Obj]) keyOf(w *work[Obj]) string {
 	return w.key
 }
 
+// succeeded drops every record of failure of w's object, which leaves
+// health with them. An update that ends a run of failures is logged once
+// at Info: the object left Error for Done.
+func (r *reconciler[Obj]) succeeded(w *work[Obj]) {
+	key := r.keyOf(w)
+	n := r.failures[key]
+	r.forget(key)
+	if n == 0 || w.deleted {
+		return
+	}
+	failures := "failures"
+	if n == 1 {
+		failures = "failure"
+	}
+	r.cfg.Logger.Info(fmt.Sprintf("Done after %d %s: %s", n, failures, describe(r.cfg.Table, w.obj)), "failures", n)
+}
+
 // forget drops every record of failure of key: it succeeded.
 func (r *reconciler[Obj]) forget(key string) {
 	r.retries.remove(key)
 	delete(r.terminal, key)
+	delete(r.failures, key)
 }
 
 // processRetries retries the failed objects that are due, one round at most.

@@ -25,6 +25,7 @@ func New[Obj any](db *statedb.DB, cfg Config[Obj]) (Reconciler[Obj], error) {
 		tableName: cfg.Table.Name(),
 		retries:   newRetryQueue[Obj](),
 		terminal:  map[string]error{},
+		failures:  map[string]int{},
 		pruneReq:  make(chan struct{}, 1),
 		progress:  make(chan struct{}),
 	}
@@ -46,6 +47,7 @@ type reconciler[Obj any] struct {
 
 	retries  *retryQueue[Obj]
 	terminal map[string]error // objects failed terminally, by primary key
+	failures map[string]int   // failed updates in a row of each object in Error, by primary key
 	recent   []recentFailure  // the latest failures, newest last
 	full     pruneState
 	refresh  refreshState

@@ -31,7 +31,9 @@ func StatusIndex[Obj any](getStatus func(Obj) Status) statedb.Index[Obj, StatusK
 			}
 			return statusKindKey(k), nil
 		},
-		Unique: false,
+		KeyFormat:  "a status: Pending, Refreshing, Done or Error",
+		KeyExample: "Error",
+		Unique:     false,
 	}
 }
 

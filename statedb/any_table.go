@@ -32,6 +32,9 @@ type TableInfo struct {
 	PendingInitializers []string `json:"pendingInitializers,omitempty"`
 	GraveyardObjects    int      `json:"graveyardObjects"`
 	ChangeIterators     int      `json:"changeIterators"`
+	// KeyFormats says how each index's keys are written as text, in the
+	// order of Indexes.
+	KeyFormats []KeyFormat `json:"keyFormats,omitempty"`
 }
 
 // QueryOp is the kind of lookup of an untyped query.
@@ -58,6 +61,7 @@ func (t *table[Obj]) info(txn ReadTxn) TableInfo {
 		Initialized:         ok,
 		PendingInitializers: t.PendingInitializers(txn),
 		ChangeIterators:     int(t.trackers.count.Load()),
+		KeyFormats:          t.keyFormats(),
 	}
 	if e := txn.tableEntry(t); e != nil {
 		info.GraveyardObjects = e.graveyardLen()
@@ -66,7 +70,7 @@ func (t *table[Obj]) info(txn ReadTxn) TableInfo {
 }
 
 // anyQuery runs a lookup given as text: the index by name and the key parsed
-// with the index's FromString.
+// with the index's FromString (PrefixFromString for prefix and last).
 func (t *table[Obj]) anyQuery(txn ReadTxn, op QueryOp, indexName, key string) (iter.Seq2[any, Revision], error) {
 	pos := -1
 	for i, n := range t.Indexes() {
@@ -86,12 +90,12 @@ func (t *table[Obj]) anyQuery(txn ReadTxn, op QueryOp, indexName, key string) (i
 	case pos == t.revisionIndex():
 		rev, err := strconv.ParseUint(key, 10, 64)
 		if err != nil {
-			return nil, tableError(t.name, fmt.Errorf("%w: index %q: bad revision %q: %v", ErrBadQuery, indexName, key, err))
+			return nil, tableError(t.name, fmt.Errorf("%w: index %q: bad revision %q: %v (keys of index %q: %s)", ErrBadQuery, indexName, key, err, indexName, revisionKeyFormat))
 		}
 		k = index.Uint64(rev)
 	default:
 		var err error
-		if k, err = t.indexer(pos).fromString(key); err != nil {
+		if k, err = t.parseQueryKey(op, pos, key); err != nil {
 			return nil, tableError(t.name, err) // wraps ErrBadQuery
 		}
 	}

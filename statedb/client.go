@@ -115,18 +115,58 @@ func (c *Client) Query(ctx context.Context, table string, op QueryOp, indexName,
 // Watch streams a table's changes: first every object as an insert, then
 // each change as it is committed, until ctx is cancelled or the connection
 // fails (yielded as the error of the last element). Stopping the iteration
-// closes the connection.
+// closes the connection. OpenChanges does the same and also says which
+// database serves the stream.
 func (c *Client) Watch(ctx context.Context, table string) iter.Seq2[ChangeJSON, error] {
 	return func(yield func(ChangeJSON, error) bool) {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		resp, err := c.get(ctx, "/tables/"+url.PathEscape(table)+"/changes", nil)
+		s, err := c.OpenChanges(ctx, table)
 		if err != nil {
 			yield(ChangeJSON{}, err)
 			return
 		}
-		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
+		defer s.Close()
+		for ch, err := range s.All() {
+			if !yield(ch, err) {
+				return
+			}
+		}
+	}
+}
+
+// ChangeStream is an open change stream of a table (see OpenChanges).
+type ChangeStream struct {
+	// DBID is the ID of the database that serves the stream (DB.ID, from
+	// the Statedb-Id header; "" if the server does not send it). A client
+	// that reconnects and finds another ID talks to a new database (the
+	// program restarted): its revisions started again, and its first
+	// changes are its whole contents.
+	DBID string
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	body   io.ReadCloser
+}
+
+// OpenChanges opens the change stream of table: first every object as an
+// insert, then each change as it is committed. Its errors are those of the
+// request (an *APIError for an unknown table). Close the stream when done.
+func (c *Client) OpenChanges(ctx context.Context, table string) (*ChangeStream, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	resp, err := c.get(ctx, "/tables/"+url.PathEscape(table)+"/changes", nil)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &ChangeStream{DBID: resp.Header.Get(IDHeader), ctx: ctx, cancel: cancel, body: resp.Body}, nil
+}
+
+// All yields the stream's changes until its context is cancelled, Close is
+// called, or the connection fails (yielded as the error of the last
+// element; a stream that the server ended yields no error). Iterate it
+// once.
+func (s *ChangeStream) All() iter.Seq2[ChangeJSON, error] {
+	return func(yield func(ChangeJSON, error) bool) {
+		sc := bufio.NewScanner(s.body)
 		sc.Buffer(make([]byte, 64<<10), 16<<20)
 		for sc.Scan() {
 			var ch ChangeJSON
@@ -138,10 +178,16 @@ func (c *Client) Watch(ctx context.Context, table string) iter.Seq2[ChangeJSON, 
 				return
 			}
 		}
-		if err := sc.Err(); err != nil && ctx.Err() == nil {
+		if err := sc.Err(); err != nil && s.ctx.Err() == nil {
 			yield(ChangeJSON{}, err)
 		}
 	}
+}
+
+// Close ends the stream and closes its connection.
+func (s *ChangeStream) Close() {
+	s.cancel()
+	s.body.Close()
 }
 
 // DecodeObjects decodes the objects of an API answer into Obj values.

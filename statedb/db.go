@@ -1,6 +1,8 @@
 package statedb
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -20,6 +22,8 @@ type DB struct {
 	// droppedTxns counts WriteTxns garbage collected without Commit or
 	// Abort (see txnGuard).
 	droppedTxns atomic.Int64
+
+	id string // see ID
 }
 
 // dbRoot is one consistent state of every table: the ReadTxn. A new root is
@@ -53,13 +57,27 @@ func WithMetrics(m Metrics) Option {
 
 // New returns an empty database.
 func New(opts ...Option) *DB {
-	db := &DB{}
+	db := &DB{id: newID()}
 	db.opts = options{logger: slog.Default(), metrics: NopMetrics{}}
 	for _, o := range opts {
 		o(&db.opts)
 	}
 	db.root.Store(&dbRoot{})
 	return db
+}
+
+// ID returns the database's identity: 16 random hex digits chosen by New,
+// so that two databases (a program and the same program restarted) never
+// share one. Revisions are only comparable within one ID: a client of the
+// HTTP API that sees another ID (the Statedb-Id header) talks to a new
+// database whose revisions started again.
+func (db *DB) ID() string { return db.id }
+
+// newID returns 16 random hex digits.
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
 }
 
 // ReadTxn returns a snapshot of every table. It is one atomic load and does

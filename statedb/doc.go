@@ -42,7 +42,10 @@
 // same as a stream for an observer (hive/job's Observer), coalesced by key
 // when the observer is slow. A Deriver keeps one table as a transform of
 // another. NewHTTPHandler serves the tables for inspection, Client reads
-// them, RenderTable shows them as text.
+// them, RenderTable shows them as text. Each DB has an ID of its own
+// (DB.ID), which the HTTP API sends with every answer, so that a client
+// knows when the program behind it restarted and its revisions began
+// again.
 //
 // Give writers the RWTable and everyone else RWTable.ToTable(), the
 // read-only view. Besides Insert and Delete (and their compare-and-swap
@@ -54,8 +57,10 @@
 //
 // A Query names an index and a key; build it from the table's own index
 // values: Index.Query, Index.QueryString (a key given as text),
-// Index.QueryAll (every key of the index), ByRevision for the revision
-// index every table keeps, and LPMIndex.Query (an address),
+// Index.PrefixQueryString (the beginning of a key given as text, for
+// Prefix and Last; Index.KeyFormat and KeyExample say how keys are
+// written), Index.QueryAll (every key of the index), ByRevision for the
+// revision index every table keeps, and LPMIndex.Query (an address),
 // LPMIndex.QueryPrefix, LPMIndex.QueryString and LPMIndex.QueryAll for a
 // longest-prefix-match index. The reads of a Table, each with a ...Watch
 // twin:

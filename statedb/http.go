@@ -24,14 +24,23 @@ import (
 //	                                   object) or lpm (LPM indexes only);
 //	                                   index defaults to the primary index;
 //	                                   key is parsed by the index's
-//	                                   FromString (an LPM index's: an
-//	                                   address or a prefix)
+//	                                   FromString (for prefix and last:
+//	                                   PrefixFromString; an LPM index's:
+//	                                   an address or a prefix)
 //	GET /tables/{table}/changes        newline-delimited JSON: every object as
 //	                                   an insert, then each change as it is
 //	                                   committed, until the client goes away
 //
 // Errors are {"error": "..."} with 404 for an unknown table and 400 for a
-// bad query.
+// bad query (a malformed key's error names the index's key format and an
+// example; TableInfo.KeyFormats lists them all). Op get answers the first
+// object with the key only, one of several on a non-unique index: list
+// answers every one.
+//
+// Every answer carries the header Statedb-Id (IDHeader): the database's ID
+// (DB.ID). Revisions compare only within one ID, so a client that
+// reconnects, to a change stream say, and finds another ID knows that the
+// program restarted with a new database and lists again.
 //
 // A change stream must keep up. Its change iterator advances each time the
 // stream takes the next batch of changes, and deletes committed meanwhile
@@ -42,6 +51,10 @@ import (
 // ends the stream and frees what it held: a stream holds back at most the
 // deletes of one write timeout. A client that was dropped reconnects and
 // starts again from a full listing.
+
+// IDHeader is the header of every answer of the API that carries the
+// database's ID (DB.ID).
+const IDHeader = "Statedb-Id"
 
 // DefaultStreamWriteTimeout is how long a change stream may take to write
 // one batch of changes before it is dropped.
@@ -80,7 +93,11 @@ func (h *httpHandler) routes() http.Handler {
 	mux.HandleFunc("GET /tables/{table}", h.dump)
 	mux.HandleFunc("GET /tables/{table}/query", h.query)
 	mux.HandleFunc("GET /tables/{table}/changes", h.changes)
-	return recoverHandler(mux)
+	id := h.db.ID()
+	return recoverHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(IDHeader, id)
+		mux.ServeHTTP(w, r)
+	}))
 }
 
 type httpHandler struct {

@@ -69,6 +69,7 @@ func TestHTTPTablesDumpQuery(t *testing.T) {
 	}{
 		{QueryGet, "", "2", []uint64{2}},
 		{QueryGet, "id", "0x3", []uint64{3}},
+		{QueryGet, "tags", "all", []uint64{1}}, // get: the first only; list: every one
 		{QueryList, "tags", "all", []uint64{1, 2, 3}},
 		{QueryList, "tags", "b", []uint64{2}},
 		{QueryPrefix, "name", "g", []uint64{3}},

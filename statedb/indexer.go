@@ -29,6 +29,25 @@ type Index[Obj any, Key any] struct {
 	// FromKey; other key types cannot be queried from text.
 	FromString func(key string) (index.Key, error)
 
+	// PrefixFromString parses the beginning of a key given as text, for
+	// prefix queries (the HTTP API's prefix and last, `db prefix`), where
+	// FromString would refuse a key that is not whole: "254/" for the
+	// routes of table 254 when keys read "254/10.0.0.0/8/0". When nil,
+	// FromString parses prefixes too (right for string keys, whose text is
+	// their encoding).
+	PrefixFromString func(prefix string) (index.Key, error)
+
+	// KeyFormat says how a key is written as text, for help and for the
+	// error about a malformed key, such as "TABLE/PREFIX/METRIC". When
+	// empty, keys parsed without FromString get one from their type ("an
+	// IP address"); keys parsed by FromString have none.
+	KeyFormat string
+
+	// KeyExample is a key in that form, such as "254/10.0.0.0/8/0".
+	// NewTable fails with ErrInvalidIndex if FromString (or the parse of
+	// the key type) does not read it, so the example never lies.
+	KeyExample string
+
 	// Unique is true when no two objects share a key in this index. The
 	// primary index must be unique.
 	Unique bool
@@ -144,6 +163,11 @@ func (i Index[Obj, Key]) valid() error {
 	}
 	if i.FromKey == nil {
 		return fmt.Errorf("%w: index %q has no FromKey", ErrInvalidIndex, i.Name)
+	}
+	if i.KeyExample != "" {
+		if _, err := i.fromString(i.KeyExample); err != nil {
+			return fmt.Errorf("%w: index %q: KeyExample does not parse: %v", ErrInvalidIndex, i.Name, err)
+		}
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/steadystate/steadystate/examples/internal/netnstest"
 	"github.com/steadystate/steadystate/examples/internal/netnsutil"
+	"github.com/steadystate/steadystate/hive/health"
 )
 
 func TestMain(m *testing.M) {
@@ -161,6 +162,35 @@ func (a *agentProc) probe(path string, code int, want string) error {
 	return nil
 }
 
+// healthy checks that /healthz answers 200 with the root OK and no scope
+// of the tree Unknown.
+func (a *agentProc) healthy() error {
+	code, body, err := a.get("/healthz")
+	if err != nil {
+		return err
+	}
+	var st health.Status
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
+		return fmt.Errorf("GET /healthz: %v: %s", err, body)
+	}
+	if code != 200 || st.Level != health.LevelOK {
+		return fmt.Errorf("GET /healthz: %d, root %s, want 200 and OK:\n%s", code, st.Level, body)
+	}
+	var unknown func(s health.Status) error
+	unknown = func(s health.Status) error {
+		if s.Level == health.LevelUnknown {
+			return fmt.Errorf("scope %q is Unknown:\n%s", s.ID, body)
+		}
+		for _, c := range s.Children {
+			if err := unknown(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return unknown(st)
+}
+
 func (a *agentProc) status() (*statusReport, error) {
 	out, err := a.cli("status", "--format", "json")
 	if err != nil {
@@ -276,14 +306,21 @@ func TestAgentEndToEnd(t *testing.T) {
 		return allDone(r, map[string]int{"sysctls": 1, "routes": 2, "iptables-rules": 1})
 	})
 
-	// Probes and metrics: ready, live, healthy; one metric prefix.
+	// Probes and metrics: ready, live, healthy (the whole tree OK, the
+	// inert fleet module too, no scope Unknown); one metric prefix.
 	for _, p := range []struct {
 		path string
 		want string
-	}{{"/readyz", "ok"}, {"/livez", "ok"}, {"/healthz", `"level": "OK"`}} {
+	}{{"/readyz", "ok"}, {"/livez", "ok"}} {
 		if err := a.probe(p.path, 200, p.want); err != nil {
 			t.Fatal(err)
 		}
+	}
+	waitFor(t, "/healthz 200 with no scope Unknown", a.healthy)
+	if r, err := a.status(); err != nil {
+		t.Fatal(err)
+	} else if f, ok := findHealth(r.Health, "agent.fleet"); !ok || f.Level != health.LevelOK || !strings.Contains(f.Message, "fleet mode off") {
+		t.Fatalf("the fleet module in file mode: %+v, want OK saying fleet mode is off", f)
 	}
 	_, metrics, err := a.get("/metrics")
 	if err != nil {
@@ -387,6 +424,7 @@ func TestAgentEndToEnd(t *testing.T) {
 	if err != nil || !strings.Contains(out, "192.0.2.0/24") {
 		t.Fatalf("db lpm routes covering 192.0.2.77: %v\n%s", err, out)
 	}
+	checkDBQueries(t, a)
 
 	// Edit the file: a route goes, one comes, a rule changes.
 	if err := writeFile(t, desired, []byte(desiredV2), 0o644); err != nil {

@@ -30,7 +30,8 @@ import (
 //
 //	GET /status        statusReport: the health tree and per-table counts
 //	GET /statedb/...   the statedb inspection API (see statedb.NewHTTPHandler)
-//	GET /healthz       the health tree (the hive's; 503 while Degraded)
+//	GET /healthz       the health tree (the hive's; 200 only when OK, 503
+//	                   while starting, Degraded, Unknown or Stopped)
 //	GET /livez         200 while the agent serves (the hive's)
 //	GET /readyz        200 once ready (see agentReady), else 503 and why
 //	GET /metrics       Prometheus metrics (the hive's)

@@ -85,11 +85,22 @@ func withAgent[Obj any](rc reconciler.Config[Obj], cfg AgentConfig, rec *stateRe
 	return rc
 }
 
-// startLoader makes the hive build the loader (and so add its job).
-func startLoader(*loader) {}
+// startLoader makes the hive build the loader (and so add its job). In
+// fleet mode the loader is off, and the module's scope says so as OK: an
+// inert part is healthy, never Unknown.
+func startLoader(_ *loader, cfg AgentConfig, h cell.Health) {
+	if cfg.fleetMode() {
+		h.OK("file loader off: the desired state comes from etcd (--etcd-endpoints)")
+	}
+}
 
-// startFleet makes the hive build fleet mode's part (a no-op with a file).
-func startFleet(*fleetAgent) {}
+// startFleet makes the hive build fleet mode's part (a no-op with a file,
+// whose module's scope then says so as OK: never Unknown).
+func startFleet(_ *fleetAgent, cfg AgentConfig, h cell.Health) {
+	if !cfg.fleetMode() {
+		h.OK("fleet mode off: the desired state comes from a file (--desired)")
+	}
+}
 
 // startProgress adds the progress log's jobs, one per table.
 func startProgress(jobs job.Group, db *statedb.DB, log *slog.Logger,

@@ -161,7 +161,8 @@ func dbCommand() *cobra.Command {
 		PathPrefix:    "/statedb",
 	})
 	cmd.Short = "Inspect the running agent's tables (sysctls, routes, iptables-rules)"
-	cmd.Long += "\n\nThe agent's tables and their indexes (table and index names also complete in the shell):\n" +
+	cmd.Long += "\n\nThe agent's tables and their indexes (table and index names also complete in the shell;\n" +
+		"while the agent runs, this help ends with each index's key format and an example):\n" +
 		fmt.Sprintf("  %-15s name, status\n", sysctl.TableName) +
 		fmt.Sprintf("  %-15s key, status, covering (longest prefix match: db lpm routes covering ADDRESS)\n", routes.TableName) +
 		fmt.Sprintf("  %-15s key, status", iptables.TableName)

@@ -17,8 +17,10 @@
 //	                                      2: trouble)
 //	agent status [--netns NS] [--format ...]  health tree and per-table counts
 //	agent db show TABLE [--format ...]    dump a table of the running agent
-//	agent db watch TABLE                  stream a table's changes (and the
-//	                                      other queries of statedbcmd)
+//	agent db watch TABLE                  stream a table's changes (across
+//	                                      agent restarts; and the other
+//	                                      queries of statedbcmd: db help
+//	                                      shows each index's key format)
 //	agent cleanup [--dry-run]             remove what killed agents left
 //
 // Files, signals and leftovers: each managed namespace has its socket and
@@ -36,8 +38,11 @@
 // SIGKILL, restores them) and, per table, what its target applied.
 //
 // The status API (socket, and --metrics-addr when set): /status, /statedb/,
-// /metrics, /healthz (503 while Degraded), /livez, /readyz (see
-// agentReady). The agent's own metrics are steadystate_agent_* (see
+// /metrics, /healthz (200 only when the whole health tree is OK: 503 while
+// starting, Degraded, Unknown or Stopped), /livez, /readyz (see
+// agentReady). A part that is off (fleet mode in file mode, the file
+// loader in fleet mode) reports OK saying so, so a healthy agent has no
+// Unknown scope. The agent's own metrics are steadystate_agent_* (see
 // metrics.go).
 //
 // Every flag of `agent run` can be set from the environment with the

@@ -16,6 +16,8 @@ var KeyIndex = statedb.Index[*Rule, string]{
 	Name:       "key",
 	FromObject: func(r *Rule) index.KeySet { return index.NewKeySet(index.String(r.Key())) },
 	FromKey:    index.String,
+	KeyFormat:  "TABLE/CHAIN/NAME (a prefix query takes TABLE/CHAIN/ too)",
+	KeyExample: "filter/INPUT/allow-ssh",
 	Unique:     true,
 }
 

@@ -1,7 +1,11 @@
 package routes
 
 import (
+	"errors"
+	"fmt"
 	"net/netip"
+	"strconv"
+	"strings"
 
 	"github.com/steadystate/steadystate/index"
 	"github.com/steadystate/steadystate/reconciler"
@@ -14,7 +18,9 @@ const TableName = "routes"
 // PrimaryIndex is the routes table's primary index, unique on the route's
 // identity (Route.Key): inserting a Route with the key of a stored one
 // replaces it, as `ip route replace` would. Its text keys are
-// TABLE/PREFIX/METRIC (see ParseRouteKey).
+// TABLE/PREFIX/METRIC (see ParseRouteKey); a prefix query also takes the
+// beginning of one, TABLE/ or TABLE/PREFIX/ (see ParseRouteKeyPrefix), so
+// that `db prefix routes key 254/` lists the routes of table 254.
 var PrimaryIndex = statedb.Index[*Route, RouteKey]{
 	Name:       "key",
 	FromObject: func(r *Route) index.KeySet { return index.NewKeySet(r.Key().Encode()) },
@@ -26,7 +32,54 @@ var PrimaryIndex = statedb.Index[*Route, RouteKey]{
 		}
 		return k.Encode(), nil
 	},
-	Unique: true,
+	PrefixFromString: ParseRouteKeyPrefix,
+	KeyFormat:        "TABLE/PREFIX/METRIC (a prefix query takes TABLE/ or TABLE/PREFIX/ too)",
+	KeyExample:       "254/192.0.2.0/24/0",
+	Unique:           true,
+}
+
+// ParseRouteKeyPrefix parses the beginning of a route key as text, for
+// prefix queries, and returns its encoding, a prefix of the encoded keys
+// it covers: "" (every route), TABLE or TABLE/ (the routes of a routing
+// table), TABLE/PREFIX or TABLE/PREFIX/ (the routes of that prefix in that
+// table, whatever their metric), or a whole key (see ParseRouteKey). Table
+// 0 is main, as in a key. The encoding does not keep the text's digits, so
+// a part of a number (25 for 254) is no prefix: it is read whole.
+func ParseRouteKeyPrefix(s string) (index.Key, error) {
+	if s == "" {
+		return index.Key{}, nil
+	}
+	parts := strings.Split(strings.TrimSuffix(s, "/"), "/")
+	switch len(parts) {
+	case 1, 3:
+	case 4:
+		k, err := ParseRouteKey(s)
+		if err != nil {
+			return nil, err
+		}
+		return k.Encode(), nil
+	default:
+		return nil, fmt.Errorf("route key prefix %q: want TABLE/, TABLE/PREFIX/ or TABLE/PREFIX/METRIC, such as 254/ or 254/10.0.0.0/8/", s)
+	}
+	table, err := strconv.ParseUint(parts[0], 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("route key prefix %q: table: %w", s, errors.Unwrap(err))
+	}
+	if table == 0 {
+		table = MainTable
+	}
+	key := index.Uint32(uint32(table))
+	if len(parts) == 1 {
+		return key, nil
+	}
+	p, err := netip.ParsePrefix(parts[1] + "/" + parts[2])
+	if err != nil {
+		return nil, fmt.Errorf("route key prefix %q: %w", s, err)
+	}
+	if p.Masked() != p {
+		return nil, fmt.Errorf("route key prefix %q: prefix %s has host bits set (did you mean %s?)", s, p, p.Masked())
+	}
+	return append(key, index.NetIPPrefix(p)...), nil
 }
 
 // StatusIndex is the secondary index by reconciliation status, so that

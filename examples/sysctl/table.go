@@ -14,6 +14,8 @@ var NameIndex = statedb.Index[*Sysctl, string]{
 	Name:       "name",
 	FromObject: func(s *Sysctl) index.KeySet { return index.NewKeySet(index.String(s.Name)) },
 	FromKey:    index.String,
+	KeyFormat:  "a sysctl name",
+	KeyExample: "net.ipv4.ip_forward",
 	Unique:     true,
 }
 

@@ -22,4 +22,11 @@
 //     Degraded at the job, its module and the root; a scope that never
 //     reported itself shows its children's worst (Unknown without
 //     children). Each scope's own report stays in its Message and Error.
+//   - Unknown is never healthy: /healthz answers 200 only when the root
+//     is OK. A scope that should not count while its part is off reports
+//     OK (saying it is off) or is not opened at all.
+//   - While the hive starts (Starting until Started) the root reads
+//     Unknown "starting", and from Stopping on it reads Stopped
+//     "stopping", unless something is Degraded: a half-started program is
+//     never reported healthy, even if every scope opened so far is OK.
 package health

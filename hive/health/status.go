@@ -56,6 +56,14 @@ func (n *node) statusLocked() Status {
 		s.Children = append(s.Children, cs)
 	}
 	s.Level = n.effective(levels)
+	if t := n.tree; n.parent == nil && t.phase != "" {
+		if s.Level != LevelDegraded {
+			s.Level = t.phaseLevel
+		}
+		if s.Message == "" {
+			s.Message = t.phase
+		}
+	}
 	return s
 }
 

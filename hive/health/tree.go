@@ -13,6 +13,10 @@ type Tree struct {
 	mu   sync.Mutex
 	now  func() time.Time
 	root *node
+	// phase, when set, is the hive's lifecycle phase ("starting",
+	// "stopping") that the root reads as phaseLevel (see Starting).
+	phase      string
+	phaseLevel Level
 }
 
 // NewTree returns an empty tree whose root scope is named "hive".
@@ -20,6 +24,28 @@ func NewTree() *Tree {
 	t := &Tree{now: time.Now}
 	t.root = &node{tree: t, name: "hive", level: LevelUnknown, module: true}
 	return t
+}
+
+// Starting marks the tree as starting until Started: meanwhile the root
+// reads Unknown with the message "starting" (Degraded still shows), so
+// that /healthz never answers 200 for a program that is half started, even
+// when every scope that exists yet is OK (the jobs of hooks not yet
+// started have no scope). The hive calls it before it starts its hooks.
+func (t *Tree) Starting() { t.setPhase("starting", LevelUnknown) }
+
+// Started ends Starting: the root reads the worst of its scopes again.
+// The hive calls it once every hook started.
+func (t *Tree) Started() { t.setPhase("", "") }
+
+// Stopping marks the tree as stopping for good: the root reads Stopped
+// with the message "stopping" (Degraded still shows). The hive calls it
+// before it stops its hooks.
+func (t *Tree) Stopping() { t.setPhase("stopping", LevelStopped) }
+
+func (t *Tree) setPhase(phase string, level Level) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.phase, t.phaseLevel = phase, level
 }
 
 // Root returns the root scope: the scope of cells outside every module.

@@ -109,6 +109,39 @@ func TestTree(t *testing.T) {
 			want: "hive  OK\n  m  OK\n    job  OK  new one\n",
 		},
 		{
+			name: "starting: the root is Unknown although every scope is OK",
+			build: func(t *health.Tree) {
+				module(t, "m").NewScope("job").OK("running")
+				t.Starting()
+			},
+			want: "hive  Unknown  starting\n  m  OK\n    job  OK  running\n",
+		},
+		{
+			name: "starting: Degraded still shows at the root",
+			build: func(t *health.Tree) {
+				module(t, "m").NewScope("job").Degraded("failed", nil)
+				t.Starting()
+			},
+			want: "hive  Degraded  starting\n  m  Degraded\n    job  Degraded  failed\n",
+		},
+		{
+			name: "started: the root is its scopes' worst again",
+			build: func(t *health.Tree) {
+				t.Starting()
+				module(t, "m").NewScope("job").OK("running")
+				t.Started()
+			},
+			want: "hive  OK\n  m  OK\n    job  OK  running\n",
+		},
+		{
+			name: "stopping: the root is Stopped although every scope is OK",
+			build: func(t *health.Tree) {
+				module(t, "m").NewScope("job").OK("running")
+				t.Stopping()
+			},
+			want: "hive  Stopped  stopping\n  m  OK\n    job  OK  running\n",
+		},
+		{
 			name: "closing the root clears it",
 			build: func(t *health.Tree) {
 				module(t, "m").OK("x")

@@ -5,7 +5,7 @@
 //
 //	db tables                          every table: objects, revision, indexes, initialized
 //	db show TABLE [--columns a,b]      every object of a table
-//	db get TABLE INDEX KEY             the objects with exactly KEY in INDEX
+//	db get TABLE INDEX KEY             every object with exactly KEY in INDEX
 //	db prefix TABLE INDEX PREFIX       the objects whose key in INDEX starts with PREFIX
 //	db lowerbound TABLE INDEX KEY      the objects whose key in INDEX is KEY or after
 //	db lpm TABLE INDEX ADDRESS         the objects of the longest prefix in INDEX covering ADDRESS
@@ -14,10 +14,18 @@
 //	db watch TABLE                     the objects, then every change as it happens
 //	db initialized [TABLE...]          exit 0 once the tables are initialized (--wait)
 //
-// Keys are the indexes' text forms (as the HTTP API takes them). Objects
-// print as an aligned table, JSON or YAML (--format); --columns picks the
-// fields shown, by name or dotted path (status.kind). Table and index
-// names complete in the shell (cobra's completion command).
+// Keys are the indexes' text forms (as the HTTP API takes them); `db help`
+// lists each index of the running program's tables with its key format
+// and an example (statedb.TableInfo.KeyFormats), and the error for a
+// malformed key names them. On a non-unique index get prints every match
+// (as `kubectl get -l` does). Objects print as an aligned table, JSON or
+// YAML (--format); --columns picks the fields shown, by name or dotted
+// path (status.kind). Table and index names complete in the shell
+// (cobra's completion command).
+//
+// db watch follows the program across restarts: when it reconnects to a
+// new database (another statedb.DB.ID), it says so on stderr and lists the
+// table again from the start, then goes on with the new changes.
 //
 // The package is glue: it imports cobra; statedb does not import it.
 package statedbcmd
@@ -75,7 +83,8 @@ func New(opts Options) *cobra.Command {
 		use, short string
 		op         statedb.QueryOp
 	}{
-		{"get TABLE INDEX KEY", "Print the objects with exactly KEY in INDEX", statedb.QueryGet},
+		// get lists: on a non-unique index, every object with the key.
+		{"get TABLE INDEX KEY", "Print every object with exactly KEY in INDEX", statedb.QueryList},
 		{"prefix TABLE INDEX PREFIX", "Print the objects whose key in INDEX starts with PREFIX", statedb.QueryPrefix},
 		{"lowerbound TABLE INDEX KEY", "Print the objects whose key in INDEX is KEY or after, in order", statedb.QueryLowerBound},
 		{"lpm TABLE INDEX ADDRESS", "Print the objects of the longest prefix in INDEX that covers ADDRESS (or PREFIX)", statedb.QueryLPM},
@@ -85,6 +94,7 @@ func New(opts Options) *cobra.Command {
 		cmd.AddCommand(c.queryCmd(q.use, q.short, q.op))
 	}
 	cmd.AddCommand(c.watchCmd(), c.initializedCmd())
+	c.addKeysHelp(cmd)
 	return cmd
 }
 
@@ -277,7 +287,10 @@ func (c *cli) watchCmd() *cobra.Command {
 			"\"+ rev=N OBJECT\" for an insert or update, \"- rev=N OBJECT\" for a delete (--format json: one JSON\n" +
 			"change per line). When the program drops the stream (a reader too slow for it), watch\n" +
 			"reconnects and goes on after the last revision it printed; deletes made while it was\n" +
-			"disconnected are not shown (the fresh listing no longer has the objects).",
+			"disconnected are not shown (the fresh listing no longer has the objects). When it\n" +
+			"reconnects to a new instance of the program's database (the program restarted), it says\n" +
+			"so on stderr and prints the table's listing again, then the new changes: objects of the\n" +
+			"old instance missing from that listing are gone.",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: c.complete(1),
 	}
@@ -298,43 +311,38 @@ func (c *cli) watchCmd() *cobra.Command {
 }
 
 // watch prints the changes of table until ctx ends, reconnecting when the
-// server ends the stream.
+// server ends the stream: to the same database it goes on after the last
+// revision printed; to a new one (another DB ID: the program restarted)
+// it says so and prints the new database's listing and changes.
 func watch(ctx context.Context, cl *statedb.Client, table, format string, out, errOut io.Writer) error {
 	var last statedb.Revision
+	var dbID string
 	delay := 100 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		got := false
-		for ch, err := range cl.Watch(ctx, table) {
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				if !got && attempt == 0 {
-					return err // the first connection failed: say why
-				}
-				fmt.Fprintf(errOut, "# stream failed: %v\n", err)
-				break
+		stream, err := cl.OpenChanges(ctx, table)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil
+		case err != nil && attempt == 0:
+			return err // the first connection failed: say why
+		case err != nil:
+			fmt.Fprintf(errOut, "# reconnecting failed: %v\n", err)
+		default:
+			if attempt > 0 && stream.DBID != dbID {
+				fmt.Fprintf(errOut, "# a new instance of the program's database (ID %s, was %s): it restarted; listing %s again\n", stream.DBID, dbID, table)
+				last = 0
 			}
-			got = true
-			if ch.Revision <= last {
-				continue // seen before the reconnection
+			dbID = stream.DBID
+			got, last = printChanges(stream, last, format, out, errOut)
+			stream.Close()
+			if ctx.Err() == nil {
+				fmt.Fprintf(errOut, "# the stream ended; reconnecting after revision %d\n", last)
 			}
-			last = max(last, ch.Revision)
-			if format == "json" {
-				line, _ := json.Marshal(ch)
-				fmt.Fprintf(out, "%s\n", line)
-				continue
-			}
-			op := "+"
-			if ch.Deleted {
-				op = "-"
-			}
-			fmt.Fprintf(out, "%s rev=%d %s\n", op, ch.Revision, ch.Object)
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		fmt.Fprintf(errOut, "# the stream ended; reconnecting after revision %d\n", last)
 		if got {
 			delay = 100 * time.Millisecond
 		} else {
@@ -346,6 +354,34 @@ func watch(ctx context.Context, cl *statedb.Client, table, format string, out, e
 		case <-time.After(delay):
 		}
 	}
+}
+
+// printChanges prints the stream's changes after revision last until it
+// ends, and returns whether it got any and the last revision printed.
+func printChanges(stream *statedb.ChangeStream, last statedb.Revision, format string, out, errOut io.Writer) (bool, statedb.Revision) {
+	got := false
+	for ch, err := range stream.All() {
+		if err != nil {
+			fmt.Fprintf(errOut, "# stream failed: %v\n", err)
+			break
+		}
+		got = true
+		if ch.Revision <= last {
+			continue // seen before the reconnection
+		}
+		last = ch.Revision
+		if format == "json" {
+			line, _ := json.Marshal(ch)
+			fmt.Fprintf(out, "%s\n", line)
+			continue
+		}
+		op := "+"
+		if ch.Deleted {
+			op = "-"
+		}
+		fmt.Fprintf(out, "%s rev=%d %s\n", op, ch.Revision, ch.Object)
+	}
+	return got, last
 }
 
 func (c *cli) initializedCmd() *cobra.Command {

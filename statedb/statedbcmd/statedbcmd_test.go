@@ -136,6 +136,9 @@ func TestCommands(t *testing.T) {
 				{[]string{"show", "routes"}, []string{"PREFIX", "STATUS.KIND", "10.1.0.0/16", "192.0.2.0/24"}, nil},
 				{[]string{"show", "routes", "--columns", "prefix,status.kind"}, []string{"PREFIX", "STATUS.KIND", "10.0.0.0/8"}, []string{"TABLE"}},
 				{[]string{"get", "routes", "table", "101"}, []string{"10.1.0.0/16"}, []string{"10.0.0.0/8", "192.0.2.0/24"}},
+				// A non-unique index: every match, not the first.
+				{[]string{"get", "routes", "table", "100"}, []string{"10.0.0.0/8", "192.0.2.0/24"}, []string{"10.1.0.0/16"}},
+				{[]string{"get", "routes", "covering", "10.1.2.3"}, []string{"10.1.0.0/16"}, []string{"10.0.0.0/8"}},
 				{[]string{"prefix", "routes", "prefix", "10."}, []string{"10.0.0.0/8", "10.1.0.0/16"}, []string{"192.0.2.0/24"}},
 				{[]string{"lowerbound", "routes", "prefix", "10.1"}, []string{"10.1.0.0/16", "192.0.2.0/24"}, []string{"10.0.0.0/8"}},
 				{[]string{"get", "routes", "prefix", "192.0.2.0/24", "--format", "json"}, []string{`"revision":`, `"prefix": "192.0.2.0/24"`}, nil},
@@ -172,7 +175,10 @@ func TestErrors(t *testing.T) {
 	}{
 		{[]string{"show", "nope"}, "(tables: routes, rules)"},
 		{[]string{"show", "routes", "--columns", "bogus"}, `no object has a field "bogus" (fields: prefix, status, status.kind, table)`},
-		{[]string{"get", "routes", "table", "x"}, "table"},
+		{[]string{"get", "routes", "table", "x"}, `bad key "x"`},
+		// A malformed key: the index's key format and an example.
+		{[]string{"get", "routes", "table", "x"}, `(keys of index "table": a non-negative integer, e.g. 1)`},
+		{[]string{"lowerbound", "routes", "covering", "x"}, `(keys of index "covering": an IP address or prefix, e.g. 192.0.2.1)`},
 		{[]string{"get", "routes", "nope", "x"}, "nope"},
 		{[]string{"lpm", "routes", "prefix", "10.1.2.3"}, "prefix"},
 		{[]string{"lpm", "routes", "covering", "not-an-address"}, "not-an-address"},
