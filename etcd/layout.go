@@ -104,6 +104,18 @@ func (l Layout) ObjectStatusPrefix(node string) string { return l.prefix() + "/o
 // StatusPrefix returns the prefix of the nodes' status keys.
 func (l Layout) StatusPrefix() string { return l.prefix() + "/status/" }
 
+// Record returns the key of a node's record: PREFIX/nodes/NODE.
+func (l Layout) Record(node string) string { return l.RecordPrefix() + node }
+
+// RecordPrefix returns the prefix of the nodes' records.
+func (l Layout) RecordPrefix() string { return l.prefix() + "/nodes/" }
+
+// VersionKey returns the key of the layout version: PREFIX/layout.
+func (l Layout) VersionKey() string { return l.prefix() + "/layout" }
+
+// Root returns the prefix every key of the layout starts with: PREFIX/.
+func (l Layout) Root() string { return l.prefix() + "/" }
+
 // genName formats generation n; the zero padding keeps them in order.
 func genName(n uint64) string { return fmt.Sprintf("g%012d", n) }
 
