@@ -92,7 +92,7 @@ func ApplyTables(ctx context.Context, c *clientv3.Client, l Layout, scope string
 	if inPlace && len(ops)+len(read.versionOps) <= maxTxnOps && size <= maxTxnBytes {
 		tr, err := c.Txn(ctx).If(read.guard...).Then(append(ops, read.versionOps...)...).Commit()
 		if err == nil && !tr.Succeeded {
-			err = fmt.Errorf("%w (a table of %s changed since it was read at revision %d)", ErrConflict, scope, read.rev)
+			err = fmt.Errorf("%w (a table of %s or the layout version changed since it was read at revision %d)", ErrConflict, scope, read.rev)
 		}
 		if err != nil {
 			return 0, fmt.Errorf("applying in place to %s: %w", scope, err)
@@ -204,7 +204,7 @@ func applyStaged(ctx context.Context, c *clientv3.Client, l Layout, scope string
 	}
 	tr, err := c.Txn(ctx).If(read.guard...).Then(append(flip, read.versionOps...)...).Commit()
 	if err == nil && !tr.Succeeded {
-		err = fmt.Errorf("%w (a table of %s changed since it was read at revision %d, while the new generations were staged)", ErrConflict, scope, read.rev)
+		err = fmt.Errorf("%w (a table of %s or the layout version changed since it was read at revision %d, while the new generations were staged)", ErrConflict, scope, read.rev)
 	}
 	if err != nil {
 		dropStaged()

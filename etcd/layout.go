@@ -1,7 +1,8 @@
 // Package etcd takes a fleet's desired state from etcd and gives etcd each
 // node's status back: the source of a reflector (package reflector), the
-// writer of desired state (Apply), a status publisher kept alive by a
-// lease, and the fleet view computed from the nodes' statuses.
+// writer of desired state (Apply, ApplyTables), a status publisher kept
+// alive by a lease, and the fleet view computed from the nodes' statuses
+// and records.
 //
 // It is a module of its own, so that the library's go.mod stays free of
 // gRPC and the etcd client.
@@ -12,10 +13,21 @@
 // are kept per table and scope, where the scope is "all" (every node) or
 // "node/NAME" (one node), in generations:
 //
+//	PREFIX/layout                               the layout version ("2", LayoutVersion)
 //	PREFIX/desired/TABLE/SCOPE/current          the generation in force ("g000000000042")
+//	PREFIX/desired/TABLE/SCOPE/next             the last generation number taken
 //	PREFIX/desired/TABLE/SCOPE/gen/GEN/NAME     an object of that generation (its value: the object)
-//	PREFIX/status/NODE                          a node's status (JSON), under the node's lease
+//	PREFIX/status/NODE                          a node's status (JSON NodeStatus), under the node's lease
+//	PREFIX/nodes/NODE                           a node's record (JSON NodeRecord), no lease
 //	PREFIX/objects/NODE/TABLE/NAME              an object's status on a node (optional), under the same lease
+//
+// The layout version is written by the first write of an apply (in the
+// same transaction) if absent. A program that finds a version it does not
+// know refuses to read or write (ErrUnknownLayout; see CheckLayout); an
+// absent key is read as this layout (version 1, before the key existed,
+// had no node records and reads the same).
+//
+// # Applies
 //
 // Apply (one table) and ApplyTables (several, at once) make a change that
 // fits in one transaction in place: the changed objects and the rewritten
@@ -26,6 +38,27 @@
 // reader sees the old or the new state whole, never a mix. Where a
 // fleet-wide and a node's own object share a name, the node's wins.
 //
+// Concurrent applies never leave a state none of them wrote: the write
+// that puts an apply in force is guarded by the current keys of every
+// table it names, as it read them (a key not there yet included), so it
+// fails with ErrConflict if another apply wrote any of them meanwhile.
+//
+// # Nodes: live, lost, left
+//
+// A node is live while its agent keeps its lease: its status key exists.
+// With every status write, in the same transaction, the publisher writes
+// the node's record (no lease), and writes it again at least every
+// PublisherConfig.SeenInterval (1 minute by default) while the status does
+// not change, so that its LastSeen stays at most that old. When the lease
+// expires (a crash, a partition longer than the TTL), the status goes and
+// the record stays: the node is lost, listed with its last status and
+// when it was last seen, until its name runs again (the record never
+// blocks a claim) or Forget removes the record (refused while the node is
+// live). A clean stop (Publisher.Stop) deletes status and record in one
+// transaction: a node that left is not listed. Keys under the status and
+// record prefixes that are not a node's (malformed JSON, a name with '/')
+// are named in View.Warnings and skipped; they never hide other nodes.
+//
 // # Revisions
 //
 // Every Apply that changes a scope rewrites its current key, so
@@ -35,10 +68,11 @@
 // up to it is in its tables); a reflector whose table had no change
 // catches up through progress notifications, which Source turns into
 // reflector.Progress events and asks for after each liveness probe and on
-// RequestProgress. A node has applied its desired state when its revision
-// is at or past DesiredRevision and nothing is pending or failing
-// (NodeStatus.Applied). Requested progress is used only with servers that
-// order it after the events (etcd 3.4.31, 3.5.13, 3.6 and later); with
+// RequestProgress. A node has received its desired state when its
+// revision is at or past DesiredRevision (NodeStatus.Received), and
+// applied it when besides every object is Done (NodeStatus.Applied).
+// Requested progress is used only with servers that order it after the
+// events (etcd 3.4.31, 3.5.13, 3.6 and later); with
 // older ones a lagging reflector waits for etcd's own periodic progress
 // notification (every 10 minutes by default).
 package etcd
