@@ -175,7 +175,9 @@ func TestFleetStatusWait(t *testing.T) {
 		return err
 	}
 	t.Run("follows to applied", func(t *testing.T) {
-		err := follow(t, func(f *fleetFixture, p *etcd.Publisher) { p.Publish(etcd.NodeStatus{Revision: f.rev, Objects: done(3)}) })
+		err := follow(t, func(f *fleetFixture, p *etcd.Publisher) {
+			p.Publish(etcd.NodeStatus{Revision: f.rev, Objects: done(3)})
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
