@@ -143,11 +143,11 @@ func Forget(ctx context.Context, c *clientv3.Client, l Layout, node string) erro
 		Then(clientv3.OpDelete(record)).Commit()
 	switch {
 	case err != nil:
-		return fmt.Errorf("forgetting node %s: %w", node, err)
+		return fmt.Errorf("forget %s: %w", node, err)
 	case !tr.Succeeded:
-		return fmt.Errorf("forgetting node %s: %w (%s exists: its agent runs; stop it first, a clean stop leaves no record)", node, ErrNodeLive, status)
+		return fmt.Errorf("forget %s: %w (%s exists: its agent runs; stop it first: a clean stop leaves no record)", node, ErrNodeLive, status)
 	case tr.Responses[0].GetResponseDeleteRange().Deleted == 0:
-		return fmt.Errorf("forgetting node %s: %w (no %s)", node, ErrNodeUnknown, record)
+		return fmt.Errorf("forget %s: %w (no record %s: neither live nor lost)", node, ErrNodeUnknown, record)
 	}
 	return nil
 }

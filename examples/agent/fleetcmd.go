@@ -255,10 +255,7 @@ time.`,
 				return err
 			}
 			if err := etcd.Forget(ctx, c, opts.layout(), args[0]); err != nil {
-				if errors.Is(err, etcd.ErrNodeLive) {
-					return fmt.Errorf("node %s is live, not forgotten: its agent runs and keeps its status (stop the agent first; a clean stop leaves no record): %w", args[0], err)
-				}
-				return fmt.Errorf("not forgotten: %w", err)
+				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "forgot node %s: it is no longer listed\n", args[0])
 			return nil

@@ -183,7 +183,7 @@ func printFleet(w io.Writer, rep fleetReport, format string) error {
 	for _, n := range rep.Nodes {
 		state, received, applied := n.State, yesNo(n.Received), yesNo(n.Applied)
 		if n.State == nodeLost {
-			state = fmt.Sprintf("lost (last seen %s, revision %d)", n.LastSeen.UTC().Format(time.RFC3339), n.SeenRevision)
+			state = fmt.Sprintf("lost (last seen %s at revision %d)", n.LastSeen.UTC().Format(time.RFC3339), n.SeenRevision)
 			received, applied = "-", "-" // not known
 		}
 		var counts []string
