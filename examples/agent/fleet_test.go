@@ -364,7 +364,7 @@ func TestFleetEndToEnd(t *testing.T) {
 	if err := future.cmd.Wait(); err == nil || !strings.Contains(future.out.String(), `unknown key layout version: /future/layout holds "99"`) {
 		t.Fatalf("an agent on an unknown layout: %v\n%s", err, future.out.String())
 	}
-	for _, args := range [][]string{{"status"}, {"apply", "-f", "desired.yaml"}, {"forget", "node-9"}, {"status", "--wait"}} {
+	for _, args := range [][]string{{"status"}, {"apply", "-f", "desired.yaml"}, {"forget", "node-9"}, {"status", "--wait"}, {"watch"}} {
 		if out, err := fleet.run(append(args, "--etcd-prefix", "/future")...); err == nil || !strings.Contains(out, "unknown key layout version") {
 			t.Fatalf("fleet %v on an unknown layout: %v\n%s", args, err, out)
 		}

@@ -291,13 +291,17 @@ func fleetWatchCommand(opts *etcdOptions) *cobra.Command {
 // keys under the prefix (statuses, desired state) from the revision it
 // read, changes within 100ms printed once, and every 10s in any case (a
 // node whose lease expired, etcd unreachable: said on stderr), until ctx
-// ends. A lost watch is opened again.
+// ends. A lost watch is opened again. A layout version it does not know
+// ends it with that error.
 func watchFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout, w io.Writer, format string) error {
 	prefix := l.Root()
 	var last string
 	var rev int64
 	show := func() error {
 		rep, err := readFleet(ctx, c, l, false)
+		if errors.Is(err, etcd.ErrUnknownLayout) {
+			return err
+		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "reading the fleet: %v (trying again)\n", err)
 			return err
@@ -320,7 +324,9 @@ func watchFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout, w io.Wri
 	tick := time.NewTicker(10 * time.Second)
 	defer tick.Stop()
 	for ctx.Err() == nil {
-		if show() != nil {
+		if err := show(); errors.Is(err, etcd.ErrUnknownLayout) {
+			return err
+		} else if err != nil {
 			select {
 			case <-ctx.Done():
 			case <-time.After(time.Second):
@@ -335,7 +341,9 @@ func watchFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout, w io.Wri
 			case <-ctx.Done():
 				break watching
 			case <-tick.C:
-				show()
+				if errors.Is(show(), etcd.ErrUnknownLayout) {
+					break watching // the next show returns it
+				}
 			case resp, ok := <-events:
 				if !ok || resp.Err() != nil {
 					break watching
@@ -353,7 +361,9 @@ func watchFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout, w io.Wri
 						}
 					}
 				}
-				show()
+				if errors.Is(show(), etcd.ErrUnknownLayout) {
+					break watching
+				}
 			}
 		}
 		cancel()
