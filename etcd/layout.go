@@ -48,8 +48,9 @@
 // A node is live while its agent keeps its lease: its status key exists.
 // With every status write, in the same transaction, the publisher writes
 // the node's record (no lease), and writes it again at least every
-// PublisherConfig.SeenInterval (1 minute by default) while the status does
-// not change, so that its LastSeen stays at most that old. When the lease
+// PublisherConfig.SeenInterval (DefaultSeenInterval, 1 minute) while the
+// status does not change, so that its LastSeen stays at most that old.
+// When the lease
 // expires (a crash, a partition longer than the TTL), the status goes and
 // the record stays: the node is lost, listed with its last status and
 // when it was last seen, until its name runs again (the record never

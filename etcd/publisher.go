@@ -22,6 +22,11 @@ import (
 // name.
 var ErrNodeTaken = errors.New("node name in use by a live agent")
 
+// DefaultSeenInterval is PublisherConfig.SeenInterval's default: a node
+// whose status does not change for hours rewrites its record every
+// minute, one small write per node and minute.
+const DefaultSeenInterval = time.Minute
+
 // PublisherConfig configures a Publisher.
 type PublisherConfig struct {
 	Client *clientv3.Client
@@ -33,7 +38,8 @@ type PublisherConfig struct {
 	TTL time.Duration
 	// SeenInterval is how often the node's record (NodeRecord) is written
 	// again when the status does not change, so that a lost node's
-	// LastSeen is at most this old when its lease expires. Default 1m.
+	// LastSeen is at most this old when its lease expires. Default
+	// DefaultSeenInterval.
 	SeenInterval time.Duration
 	// MinInterval is the average least time between two status writes,
 	// with bursts of up to Burst writes: a change after a quiet spell is
@@ -96,7 +102,7 @@ func StartPublisher(ctx context.Context, cfg PublisherConfig, initial NodeStatus
 		cfg.TTL = 10 * time.Second
 	}
 	if cfg.SeenInterval <= 0 {
-		cfg.SeenInterval = time.Minute
+		cfg.SeenInterval = DefaultSeenInterval
 	}
 	if cfg.MinInterval == 0 {
 		cfg.MinInterval = 500 * time.Millisecond

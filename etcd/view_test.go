@@ -233,6 +233,13 @@ func TestRecordSeen(t *testing.T) {
 	}
 }
 
+// The record's default rewrite interval is the documented minute.
+func TestDefaultSeenInterval(t *testing.T) {
+	if etcd.DefaultSeenInterval != time.Minute {
+		t.Fatalf("DefaultSeenInterval %v, documented 1m", etcd.DefaultSeenInterval)
+	}
+}
+
 // A summary says lost nodes only when there are some.
 func TestSummary(t *testing.T) {
 	for _, tc := range []struct {
