@@ -50,12 +50,11 @@
 // the node's record (no lease), and writes it again at least every
 // PublisherConfig.SeenInterval (DefaultSeenInterval, 1 minute) while the
 // status does not change, so that its LastSeen stays at most that old.
-// When the lease
-// expires (a crash, a partition longer than the TTL), the status goes and
-// the record stays: the node is lost, listed with its last status and
-// when it was last seen, until its name runs again (the record never
-// blocks a claim) or Forget removes the record (refused while the node is
-// live). A clean stop (Publisher.Stop) deletes status and record in one
+// When the lease expires (a crash, a partition longer than the TTL), the
+// status goes and the record stays: the node is lost, listed with its
+// last status and when it was last seen, until its name runs again (the
+// record never blocks a claim) or Forget removes the record (refused
+// while the node is live). A clean stop (Publisher.Stop) deletes status and record in one
 // transaction: a node that left is not listed. Keys under the status and
 // record prefixes that are not a node's (malformed JSON, a name with '/')
 // are named in View.Warnings and skipped; they never hide other nodes.
