@@ -18,9 +18,9 @@ const (
 	maxTxnBytes = 1 << 20
 )
 
-// ErrConflict is wrapped by Apply's error when another Apply of the same
-// table and scope put its generation in force first; nothing of this one
-// is left behind.
+// ErrConflict is wrapped by the error of Apply and ApplyTables when
+// another apply wrote one of the tables named in the same scope between
+// this one's read and its commit; nothing of this one is left behind.
 var ErrConflict = errors.New("another apply of the same scope came first")
 
 // Apply replaces the desired objects of table's scope with objects (name →
@@ -32,15 +32,17 @@ var ErrConflict = errors.New("another apply of the same scope came first")
 // transaction, then the old generation is deleted; the nodes read the new
 // generation whole. Either way readers (Source) see the old or the new
 // state whole, and the last transaction fails with ErrConflict if another
-// Apply of the scope came in between. An empty objects removes every
-// object of the scope; an unchanged state writes nothing and returns the
-// revision of the scope's last change. It is ApplyTables of one table.
+// apply of the table's scope came in between. An empty objects removes
+// every object of the scope; an unchanged state writes nothing and returns
+// the revision of the scope's last change. It is ApplyTables of one table
+// (whose doc lists the errors).
 func Apply(ctx context.Context, c *clientv3.Client, l Layout, table, scope string, objects map[string][]byte) (int64, error) {
 	return ApplyTables(ctx, c, l, scope, map[string]map[string][]byte{table: objects})
 }
 
 // nextGeneration takes a new generation number for the scope: an
-// increment of its counter key that only one caller can win.
+// increment of its counter key that only one caller can win. It is a
+// staged apply's first write: it writes the layout version too if absent.
 func nextGeneration(ctx context.Context, c *clientv3.Client, l Layout, table, scope string) (string, error) {
 	counter := l.Scope(table, scope) + "next"
 	for {
@@ -55,7 +57,7 @@ func nextGeneration(ctx context.Context, c *clientv3.Client, l Layout, table, sc
 		}
 		gen := genName(n + 1)
 		tr, err := c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(counter), "=", mod)).
-			Then(clientv3.OpPut(counter, gen)).Commit()
+			Then(clientv3.OpPut(counter, gen), writeVersion(l)).Commit()
 		if err != nil {
 			return "", fmt.Errorf("taking a generation: %w", err)
 		}

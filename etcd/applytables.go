@@ -26,96 +26,160 @@ func cleanupCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 // state, never a mix. A change that fits in one transaction over all the
 // tables is made in place in one transaction; otherwise each changed
 // table's new generation is staged and all are put in force by one
-// transaction, which fails with ErrConflict if another apply of any of
-// those tables and scope came in between. A table missing from tables is
-// left alone; a table with no objects is emptied. It returns the revision
-// at which the new state is in force (for an unchanged state: the latest
-// revision at which any of the tables' scope changed).
+// transaction. A table missing from tables is left alone; a table with no
+// objects is emptied.
+//
+// The tables named are read at one revision, and the transaction that
+// writes fails with ErrConflict if any of them (changed by this apply or
+// not, with a generation in force or none yet) was written in the scope
+// since: so when two applies race, each ends with its whole state in
+// force or fails, and etcd never holds some tables of one and some of the
+// other. A caller that means its state whole (agent fleet apply) reads
+// again and retries.
+//
+// It returns the revision at which the tables named hold exactly the state
+// applied: the revision of the transaction that put it in force, or, when
+// the state read was already the one applied (nothing to write), the
+// latest revision at which any of the named tables changed in the scope
+// (0 if none ever did). In that unchanged case nothing is written, so a
+// concurrent apply is not refused: the state applied was in force from the
+// revision returned through the read, and like any revision returned it
+// says when the state went into force, not that no apply came after.
+//
+// Other errors: a bad scope, table or object name; more tables than one
+// transaction can put in force; an object larger than an etcd request;
+// ErrUnknownLayout when the prefix holds a layout version this package
+// does not know; etcd's errors (a failed apply leaves the old state in
+// force and removes what it staged).
 func ApplyTables(ctx context.Context, c *clientv3.Client, l Layout, scope string, tables map[string]map[string][]byte) (int64, error) {
-	if err := checkScope(scope); err != nil {
+	names, err := checkApply(scope, tables)
+	if err != nil {
 		return 0, err
 	}
-	names := slices.Sorted(maps.Keys(tables))
-	if 3*len(names) > maxTxnOps {
-		return 0, fmt.Errorf("%d tables: more than one transaction can put in force", len(names))
-	}
-	for _, table := range names {
-		if err := checkName("table", table); err != nil {
-			return 0, err
-		}
-		for name := range tables[table] {
-			if err := checkName("object name", name); err != nil {
-				return 0, fmt.Errorf("table %s: %w", table, err)
-			}
-		}
-	}
-	// The generations in force, at one revision.
-	var gets []clientv3.Op
-	for _, table := range names {
-		gets = append(gets, clientv3.OpGet(l.Current(table, scope)))
-	}
-	resp, err := c.Txn(ctx).Then(gets...).Commit()
+	read, err := readInForce(ctx, c, l, scope, names)
 	if err != nil {
-		return 0, fmt.Errorf("reading the generations in force of %s: %w", scope, err)
-	}
-	readRev := resp.Header.Revision
-	type inForce struct {
-		gen string
-		mod int64
-	}
-	cur := map[string]inForce{}
-	var lastMod int64
-	for i, table := range names {
-		if kvs := resp.Responses[i].GetResponseRange().Kvs; len(kvs) > 0 {
-			cur[table] = inForce{gen: string(kvs[0].Value), mod: kvs[0].ModRevision}
-			lastMod = max(lastMod, kvs[0].ModRevision)
-		}
-	}
-	unchanged := func(t string) clientv3.Cmp {
-		return clientv3.Compare(clientv3.ModRevision(l.Current(t, scope)), "=", cur[t].mod)
+		return 0, err
 	}
 
 	// What changed, and whether it fits in one transaction in place
 	// (every changed table has a generation in force).
 	var ops []clientv3.Op
-	var cmps []clientv3.Cmp
 	var changed []string
 	size, inPlace := 0, true
 	for _, table := range names {
-		if cur[table].gen == "" {
+		cur := read.cur[table]
+		if cur.gen == "" {
 			if len(tables[table]) > 0 {
 				changed = append(changed, table)
 				inPlace = false
 			}
 			continue
 		}
-		tops, n, err := inPlaceOps(ctx, c, l.Generation(table, scope, cur[table].gen), readRev, tables[table])
+		tops, n, err := inPlaceOps(ctx, c, l.Generation(table, scope, cur.gen), read.rev, tables[table])
 		if err != nil {
 			return 0, err
 		}
 		if len(tops) > 0 {
 			changed = append(changed, table)
 			ops = append(ops, tops...)
-			ops = append(ops, clientv3.OpPut(l.Current(table, scope), cur[table].gen))
-			cmps = append(cmps, unchanged(table))
+			ops = append(ops, clientv3.OpPut(l.Current(table, scope), cur.gen))
 			size += n
 		}
 	}
 	if len(changed) == 0 {
-		return lastMod, nil // nothing to write
+		return read.lastMod, nil // nothing to write
 	}
-	if inPlace && len(ops) <= maxTxnOps && size <= maxTxnBytes {
-		tr, err := c.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	if inPlace && len(ops)+len(read.versionOps) <= maxTxnOps && size <= maxTxnBytes {
+		tr, err := c.Txn(ctx).If(read.guard...).Then(append(ops, read.versionOps...)...).Commit()
 		if err == nil && !tr.Succeeded {
-			err = fmt.Errorf("%w (a table of %s changed meanwhile)", ErrConflict, scope)
+			err = fmt.Errorf("%w (a table of %s or the layout version changed since it was read at revision %d)", ErrConflict, scope, read.rev)
 		}
 		if err != nil {
 			return 0, fmt.Errorf("applying in place to %s: %w", scope, err)
 		}
 		return tr.Header.Revision, nil
 	}
+	return applyStaged(ctx, c, l, scope, tables, changed, read)
+}
 
-	// Staged: a new generation per table, all put in force at once.
+// checkApply checks ApplyTables' arguments and returns the table names,
+// sorted.
+func checkApply(scope string, tables map[string]map[string][]byte) ([]string, error) {
+	if err := checkScope(scope); err != nil {
+		return nil, err
+	}
+	names := slices.Sorted(maps.Keys(tables))
+	if 3*len(names) > maxTxnOps {
+		return nil, fmt.Errorf("%d tables: more than one transaction can put in force", len(names))
+	}
+	for _, table := range names {
+		if err := checkName("table", table); err != nil {
+			return nil, err
+		}
+		for name := range tables[table] {
+			if err := checkName("object name", name); err != nil {
+				return nil, fmt.Errorf("table %s: %w", table, err)
+			}
+		}
+	}
+	return names, nil
+}
+
+// inForce is a table's generation in force as read, and its current key's
+// ModRevision (0: none yet).
+type inForce struct {
+	gen string
+	mod int64
+}
+
+// applyRead is what ApplyTables read at one revision.
+type applyRead struct {
+	rev     int64
+	cur     map[string]inForce
+	lastMod int64 // the latest change of any table named
+	// guard holds for the write transaction only if no table named was
+	// written in the scope since rev, and the layout version is still
+	// LayoutVersion; versionOps write the version if it was absent.
+	guard      []clientv3.Cmp
+	versionOps []clientv3.Op
+}
+
+// readInForce reads the named tables' generations in force in scope and
+// the layout version, in one transaction, and makes the guard of the
+// write that follows.
+func readInForce(ctx context.Context, c *clientv3.Client, l Layout, scope string, names []string) (applyRead, error) {
+	gets := []clientv3.Op{clientv3.OpGet(l.VersionKey())}
+	for _, table := range names {
+		gets = append(gets, clientv3.OpGet(l.Current(table, scope)))
+	}
+	resp, err := c.Txn(ctx).Then(gets...).Commit()
+	if err != nil {
+		return applyRead{}, fmt.Errorf("reading the generations in force of %s: %w", scope, err)
+	}
+	version := resp.Responses[0].GetResponseRange().Kvs
+	if err := checkVersion(l, version); err != nil {
+		return applyRead{}, err
+	}
+	r := applyRead{rev: resp.Header.Revision, cur: map[string]inForce{}}
+	r.guard, r.versionOps = versionGuard(l, version)
+	for i, table := range names {
+		var cur inForce
+		if kvs := resp.Responses[i+1].GetResponseRange().Kvs; len(kvs) > 0 {
+			cur = inForce{gen: string(kvs[0].Value), mod: kvs[0].ModRevision}
+			r.lastMod = max(r.lastMod, cur.mod)
+		}
+		r.cur[table] = cur
+		// Every write of a table's scope (Apply's) rewrites its current
+		// key; a key that does not exist has ModRevision 0.
+		r.guard = append(r.guard, clientv3.Compare(clientv3.ModRevision(l.Current(table, scope)), "=", cur.mod))
+	}
+	return r, nil
+}
+
+// applyStaged stages a new generation of each changed table and puts them
+// all in force by one transaction, guarded by read's guard; it removes
+// what it staged if that fails, and the old generations if it succeeds.
+func applyStaged(ctx context.Context, c *clientv3.Client, l Layout, scope string, tables map[string]map[string][]byte, changed []string, read applyRead) (int64, error) {
 	staged := map[string]string{}
 	dropStaged := func() {
 		cctx, cancel := cleanupCtx(ctx)
@@ -125,7 +189,6 @@ func ApplyTables(ctx context.Context, c *clientv3.Client, l Layout, scope string
 		}
 	}
 	var flip []clientv3.Op
-	cmps = cmps[:0]
 	for _, table := range changed {
 		gen, err := nextGeneration(ctx, c, l, table, scope)
 		if err != nil {
@@ -138,11 +201,10 @@ func ApplyTables(ctx context.Context, c *clientv3.Client, l Layout, scope string
 			return 0, err
 		}
 		flip = append(flip, clientv3.OpPut(l.Current(table, scope), gen))
-		cmps = append(cmps, unchanged(table))
 	}
-	tr, err := c.Txn(ctx).If(cmps...).Then(flip...).Commit()
+	tr, err := c.Txn(ctx).If(read.guard...).Then(append(flip, read.versionOps...)...).Commit()
 	if err == nil && !tr.Succeeded {
-		err = fmt.Errorf("%w (a table of %s changed while its new generation was staged)", ErrConflict, scope)
+		err = fmt.Errorf("%w (a table of %s or the layout version changed since it was read at revision %d, while the new generations were staged)", ErrConflict, scope, read.rev)
 	}
 	if err != nil {
 		dropStaged()
@@ -152,7 +214,7 @@ func ApplyTables(ctx context.Context, c *clientv3.Client, l Layout, scope string
 	cctx, cancel := cleanupCtx(ctx)
 	defer cancel()
 	for _, table := range changed {
-		if old := cur[table].gen; old != "" {
+		if old := read.cur[table].gen; old != "" {
 			c.Delete(cctx, l.Generation(table, scope, old), clientv3.WithPrefix())
 		}
 	}

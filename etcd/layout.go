@@ -1,7 +1,8 @@
 // Package etcd takes a fleet's desired state from etcd and gives etcd each
 // node's status back: the source of a reflector (package reflector), the
-// writer of desired state (Apply), a status publisher kept alive by a
-// lease, and the fleet view computed from the nodes' statuses.
+// writer of desired state (Apply, ApplyTables), a status publisher kept
+// alive by a lease, and the fleet view computed from the nodes' statuses
+// and records.
 //
 // It is a module of its own, so that the library's go.mod stays free of
 // gRPC and the etcd client.
@@ -12,10 +13,21 @@
 // are kept per table and scope, where the scope is "all" (every node) or
 // "node/NAME" (one node), in generations:
 //
+//	PREFIX/layout                               the layout version ("2", LayoutVersion)
 //	PREFIX/desired/TABLE/SCOPE/current          the generation in force ("g000000000042")
+//	PREFIX/desired/TABLE/SCOPE/next             the last generation number taken
 //	PREFIX/desired/TABLE/SCOPE/gen/GEN/NAME     an object of that generation (its value: the object)
-//	PREFIX/status/NODE                          a node's status (JSON), under the node's lease
+//	PREFIX/status/NODE                          a node's status (JSON NodeStatus), under the node's lease
+//	PREFIX/nodes/NODE                           a node's record (JSON NodeRecord), no lease
 //	PREFIX/objects/NODE/TABLE/NAME              an object's status on a node (optional), under the same lease
+//
+// The layout version is written by the first write of an apply (in the
+// same transaction) if absent. A program that finds a version it does not
+// know refuses to read or write (ErrUnknownLayout; see CheckLayout); an
+// absent key is read as this layout (version 1, before the key existed,
+// had no node records and reads the same).
+//
+// # Applies
 //
 // Apply (one table) and ApplyTables (several, at once) make a change that
 // fits in one transaction in place: the changed objects and the rewritten
@@ -25,6 +37,27 @@
 // operations, so a desired state of any size is written in several, yet a
 // reader sees the old or the new state whole, never a mix. Where a
 // fleet-wide and a node's own object share a name, the node's wins.
+//
+// Concurrent applies never leave a state none of them wrote: the write
+// that puts an apply in force is guarded by the current keys of every
+// table it names, as it read them (a key not there yet included), so it
+// fails with ErrConflict if another apply wrote any of them meanwhile.
+//
+// # Nodes: live, lost, left
+//
+// A node is live while its agent keeps its lease: its status key exists.
+// With every status write, in the same transaction, the publisher writes
+// the node's record (no lease), and writes it again at least every
+// PublisherConfig.SeenInterval (DefaultSeenInterval, 1 minute) while the
+// status does not change, so that its LastSeen stays at most that old.
+// When the lease expires (a crash, a partition longer than the TTL), the
+// status goes and the record stays: the node is lost, listed with its
+// last status and when it was last seen, until its name runs again (the
+// record never blocks a claim) or Forget removes the record (refused
+// while the node is live). A clean stop (Publisher.Stop) deletes status and record in one
+// transaction: a node that left is not listed. Keys under the status and
+// record prefixes that are not a node's (malformed JSON, a name with '/')
+// are named in View.Warnings and skipped; they never hide other nodes.
 //
 // # Revisions
 //
@@ -38,8 +71,8 @@
 // its tables at once and its Revision reaches the change's revision at
 // that commit. A node reports that revision in NodeStatus.Revision; it has
 // received its desired state when the revision is at or past
-// DesiredRevision, and applied it when, moreover, nothing is pending,
-// failing or rejected (NodeStatus.Applied). None of this waits for etcd's
+// DesiredRevision (NodeStatus.Received), and applied it when besides every
+// object is Done (NodeStatus.Applied). None of this waits for etcd's
 // progress notifications, so it holds on every etcd version the client
 // speaks to (tested on Debian's 3.4.23 and on 3.7.3; 3.5 and 3.6 deliver
 // watch responses the same way).
@@ -110,6 +143,18 @@ func (l Layout) ObjectStatusPrefix(node string) string { return l.prefix() + "/o
 
 // StatusPrefix returns the prefix of the nodes' status keys.
 func (l Layout) StatusPrefix() string { return l.prefix() + "/status/" }
+
+// Record returns the key of a node's record: PREFIX/nodes/NODE.
+func (l Layout) Record(node string) string { return l.RecordPrefix() + node }
+
+// RecordPrefix returns the prefix of the nodes' records.
+func (l Layout) RecordPrefix() string { return l.prefix() + "/nodes/" }
+
+// VersionKey returns the key of the layout version: PREFIX/layout.
+func (l Layout) VersionKey() string { return l.prefix() + "/layout" }
+
+// Root returns the prefix every key of the layout starts with: PREFIX/.
+func (l Layout) Root() string { return l.prefix() + "/" }
 
 // genName formats generation n; the zero padding keeps them in order.
 func genName(n uint64) string { return fmt.Sprintf("g%012d", n) }

@@ -2,6 +2,7 @@ package etcd_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -356,5 +357,29 @@ func TestApplyInPlaceOneTableCommittedWhole(t *testing.T) {
 	defer mu.Unlock()
 	if len(bad) > 0 {
 		t.Fatal(strings.Join(bad, "\n"))
+	}
+}
+
+// A Source refuses to read a layout version it does not know: the
+// reflector keeps what it has and reports the error.
+func TestSourceRefusesAnUnknownLayout(t *testing.T) {
+	c := startEtcd(t)
+	ctx := ctxT(t)
+	l := etcd.Layout{}
+	if _, err := etcd.Apply(ctx, c, l, "ta", etcd.ScopeAll, values("a", "1")); err != nil {
+		t.Fatal(err)
+	}
+	src, err := etcd.NewTablesSource(c, l, []string{"ta", "tb"}, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if items, _, err := src.List(ctx); err != nil || len(items) != 1 {
+		t.Fatalf("List: %v, %v", items, err)
+	}
+	if _, err := c.Put(ctx, l.VersionKey(), "99"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := src.List(ctx); !errors.Is(err, etcd.ErrUnknownLayout) || !strings.Contains(err.Error(), `"99"`) {
+		t.Fatalf("List of layout 99: %v, want ErrUnknownLayout naming it", err)
 	}
 }

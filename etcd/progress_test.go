@@ -43,7 +43,6 @@ func (m *listCounter) Relisted(r, _ string) {
 	m.lists[r]++
 }
 
-
 // startTables runs a reflector per table until the test ends; each source's
 // RequestTimeout is probe.
 func startTables(t *testing.T, c *clientv3.Client, l etcd.Layout, node string, probe time.Duration, tables ...string) *tableSet {

@@ -114,18 +114,24 @@ func NewTablesSource(client *clientv3.Client, layout Layout, tables []string, no
 }
 
 // List reads every table's generations in force, of both scopes, at one
-// revision. A current key that does not name a generation is an error
+// revision. A current key that does not name a generation, or a layout
+// version this package does not know (ErrUnknownLayout), is an error
 // naming it: the reflector keeps the last good state and retries.
 func (s *Source) List(ctx context.Context) ([]reflector.Item[[]byte], uint64, error) {
 	var gets []clientv3.Op
 	for _, t := range s.tables {
 		gets = append(gets, clientv3.OpGet(s.layout.Current(t, ScopeAll)), clientv3.OpGet(s.layout.Current(t, NodeScope(s.node))))
 	}
+	// The layout version, read with the rest: an unknown one is not read.
+	gets = append(gets, clientv3.OpGet(s.layout.VersionKey()))
 	rctx, cancel := s.request(ctx)
 	resp, err := s.client.Txn(rctx).Then(gets...).Commit()
 	cancel()
 	if err != nil {
 		return nil, 0, fmt.Errorf("reading the generations in force of %s for %s: %w", strings.Join(s.tables, ", "), s.node, err)
+	}
+	if err := checkVersion(s.layout, resp.Responses[len(gets)-1].GetResponseRange().Kvs); err != nil {
+		return nil, 0, err
 	}
 	rev := resp.Header.Revision
 	views := map[string]view{}

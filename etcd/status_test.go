@@ -32,8 +32,8 @@ func waitView(t *testing.T, c *clientv3.Client, l etcd.Layout, what string, cond
 
 // Three nodes publish their statuses; the fleet view says how many applied
 // a revision; a node that stops is gone at once, one that dies (its lease
-// not kept alive) within the lease's TTL; a second agent with a live
-// node's name is refused.
+// not kept alive) is lost within the lease's TTL; a second agent with a
+// live node's name is refused.
 func TestFleetStatus(t *testing.T) {
 	c := startEtcd(t)
 	ctx := ctxT(t)
@@ -76,14 +76,17 @@ func TestFleetStatus(t *testing.T) {
 		t.Fatalf("a second n1: %v", err)
 	}
 
-	// n0 stops cleanly: gone at once.
+	// n0 stops cleanly: gone at once, not lost.
 	if err := pubs[0].Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitView(t, c, l, "n0 gone", func(v etcd.View) bool { return len(v.Nodes) == 2 })
+	v = waitView(t, c, l, "n0 gone", func(v etcd.View) bool { return len(v.Nodes) == 2 })
+	if len(v.Lost) != 0 {
+		t.Fatalf("n0 stopped cleanly, yet lost: %+v", v.Lost)
+	}
 
-	// n1 dies: its lease is no longer kept alive (a crashed agent's).
-	// It is gone within the TTL (and the lease's granularity).
+	// A node dies: its lease is no longer kept alive (a crashed
+	// agent's). It is lost within the TTL (and the lease's granularity).
 	second, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -95,9 +98,12 @@ func TestFleetStatus(t *testing.T) {
 	waitView(t, c, l, "dying listed", func(v etcd.View) bool { return len(v.Nodes) == 3 })
 	second.Close() // the keep-alives stop with the connection
 	start := time.Now()
-	waitView(t, c, l, "dying gone", func(v etcd.View) bool { return len(v.Nodes) == 2 })
+	v = waitView(t, c, l, "dying lost", func(v etcd.View) bool { return len(v.Nodes) == 2 })
 	if took := time.Since(start); took > 10*time.Second {
 		t.Fatalf("a dead node stayed %v with a 2s TTL", took)
+	}
+	if len(v.Lost) != 1 || v.Lost[0].Node != "dying" {
+		t.Fatalf("lost nodes %+v, want dying", v.Lost)
 	}
 	p.Stop(ctx) // its client is closed: only ends the goroutine
 }
@@ -185,7 +191,7 @@ func TestPublisherObjectStatuses(t *testing.T) {
 	off.PublishObjects("routes", map[string]etcd.ObjectStatus{"a": {Kind: "Done"}})
 	off.Publish(etcd.NodeStatus{Revision: 7})
 	waitView(t, c, l, "off's status", func(v etcd.View) bool { return len(v.Nodes) == 1 && v.Nodes[0].Revision == 7 })
-	if got, err := etcd.ObjectStatuses(ctx, c, l, "off"); err != nil || len(got) != 0 {
+	if got, _, err := etcd.ObjectStatuses(ctx, c, l, "off"); err != nil || len(got) != 0 {
 		t.Fatalf("object statuses without ObjectStatuses: %v, %v", got, err)
 	}
 	off.Stop(ctx)
@@ -204,7 +210,7 @@ func TestPublisherObjectStatuses(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			got, err := etcd.ObjectStatuses(ctx, c, l, "n1")
+			got, _, err := etcd.ObjectStatuses(ctx, c, l, "n1")
 			if err == nil && cond(got) {
 				return got
 			}
@@ -243,7 +249,7 @@ func TestPublisherObjectStatuses(t *testing.T) {
 	if err := p.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := etcd.ObjectStatuses(ctx, c, l, "n1"); err != nil || len(got) != 0 {
+	if got, _, err := etcd.ObjectStatuses(ctx, c, l, "n1"); err != nil || len(got) != 0 {
 		t.Fatalf("object statuses after Stop: %v, %v", got, err)
 	}
 }

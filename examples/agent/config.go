@@ -57,7 +57,8 @@ type AgentConfig struct {
 	// share one.
 	Node string
 	// StatusTTL is the lease of the node's status in etcd: it disappears
-	// this long after the agent stopped without revoking it (a crash).
+	// this long after the agent stopped without revoking it (a crash), and
+	// the node is listed as lost until `agent fleet forget`.
 	StatusTTL time.Duration
 	// ObjectStatus makes the node keep one status key per object in etcd
 	// beside its summary (off by default: N nodes × M objects keys).
@@ -116,7 +117,7 @@ func (def AgentConfig) Flags(fs *pflag.FlagSet) {
 	fs.String("etcd-cert", def.EtcdCert, "client certificate file for etcd (TLS)")
 	fs.String("etcd-key", def.EtcdKey, "client key file for etcd (TLS)")
 	fs.String("node", def.Node, "fleet mode: this agent's node name (its own desired objects, its status); two live agents may not share one")
-	fs.Duration("status-ttl", def.StatusTTL, "fleet mode: how long the node's status outlives an agent that died without leaving")
+	fs.Duration("status-ttl", def.StatusTTL, "fleet mode: how long the node's status outlives an agent that died without leaving (then the node is lost)")
 	fs.Bool("object-status", def.ObjectStatus, "fleet mode: also keep each object's status in etcd (`agent fleet status --objects` shows them)")
 }
 

@@ -9,9 +9,14 @@
 //	                                      the same, from etcd (fleet mode)
 //	agent fleet apply -f FILE [--node N]  make FILE the fleet's (or one
 //	                                      node's) desired state
-//	agent fleet status|watch              every live node: revision
-//	                                      reached, objects, errors; "applied
-//	                                      on N of M nodes at revision R"
+//	agent fleet status|watch              every node, live or lost: revision
+//	                                      reached, received, applied, objects,
+//	                                      errors; "applied on N of M nodes at
+//	                                      revision R" (and " (K lost)")
+//	agent fleet status --wait [--revision R] [--timeout D]
+//	                                      exit 0 once every live node applied
+//	                                      R, 1 on a node's error, 2 on timeout
+//	agent fleet forget NODE               stop listing a lost node
 //	agent diff [--netns ...] [--format ...]  what a run would change, changing
 //	                                      nothing (exit 0: nothing, 1: changes,
 //	                                      2: trouble)

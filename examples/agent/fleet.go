@@ -307,18 +307,24 @@ func (c AgentConfig) etcdOptions() etcdOptions {
 	return etcdOptions{Endpoints: c.EtcdEndpoints, Prefix: c.EtcdPrefix, CACert: c.EtcdCACert, Cert: c.EtcdCert, CertKey: c.EtcdKey}
 }
 
-// start makes the client and the sources and claims the node's status key.
+// start makes the client, checks the layout version under the prefix (an
+// unknown one is refused before anything is read), makes the sources and
+// claims the node's status key.
 func (f *fleetAgent) start(ctx context.Context, opts etcdOptions) error {
 	c, err := opts.client()
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := etcd.CheckLayout(ctx, c, opts.layout()); err != nil {
+		c.Close()
+		return fmt.Errorf("joining the fleet at %s: %w", strings.Join(opts.Endpoints, ","), err)
+	}
 	if f.source.src, err = etcd.NewTablesSource(c, opts.layout(), fleetTables, f.cfg.Node); err != nil {
 		c.Close()
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
 	pub, err := etcd.StartPublisher(ctx, etcd.PublisherConfig{
 		Client: c, Layout: opts.layout(), Node: f.cfg.Node, TTL: f.cfg.StatusTTL, Logger: f.log,
 		ObjectStatuses: f.cfg.ObjectStatus,

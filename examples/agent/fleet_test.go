@@ -196,8 +196,11 @@ var editedKernel = []string{
 // three; a broken file changes nothing; a node's own object reaches that
 // node alone; a second agent with a node name in use refuses to start;
 // with every etcd member down the agents keep their state and report
-// Degraded, and converge when etcd is back; a killed agent leaves the
-// fleet view within its status TTL.
+// Degraded, and converge when etcd is back; `fleet status --wait` waits
+// for an apply; garbage under the status prefix is named in warnings and
+// hides no node; a killed agent's node is lost within its status TTL,
+// listed with its last status and last-seen time until `fleet forget`
+// (refused for a live node); a cleanly stopped node is not listed.
 func TestFleetEndToEnd(t *testing.T) {
 	netnstest.RequireRoot(t)
 	netnstest.RequireCommand(t, "iptables-restore")
@@ -252,6 +255,29 @@ func TestFleetEndToEnd(t *testing.T) {
 	}
 	waitFor(t, "fleet watch printing the state now", watched(rev1))
 
+	// A change of one table in place (one route more) reads "applied on 3
+	// of 3" within seconds: the node's one reflector reaches the apply's
+	// revision without waiting for etcd's progress notifications.
+	sample, err := os.ReadFile("desired.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	oneRoute := filepath.Join(t.TempDir(), "one-route.yaml")
+	if err := os.WriteFile(oneRoute, []byte(strings.Replace(string(sample), "routes:\n", "routes:\n  - prefix: 100.64.9.0/24\n    type: prohibit\n", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	applied := time.Now()
+	revOne := fleet.apply(oneRoute, "")
+	fleet.waitApplied(revOne, nodes...)
+	if took := time.Since(applied); took > 5*time.Second {
+		t.Errorf("a one-route change read applied on 3 of 3 after %v, want within seconds", took)
+	} else {
+		t.Logf("a one-route change read applied on 3 of 3 %v after fleet apply started", took.Round(time.Millisecond))
+	}
+	for i, a := range agents {
+		checkKernel(t, a.ns, nodes[i], append([]string{"prohibit 100.64.9.0/24"}, sampleKernel...)...)
+	}
+
 	// An edit reaches all three.
 	edited := filepath.Join(t.TempDir(), "edited.yaml")
 	if err := os.WriteFile(edited, []byte(fleetEdited), 0o644); err != nil {
@@ -260,6 +286,12 @@ func TestFleetEndToEnd(t *testing.T) {
 	rev2 := fleet.apply(edited, "")
 	if rev2 <= rev1 {
 		t.Fatalf("edit in force at revision %d, not after %d", rev2, rev1)
+	}
+	// A script waits for it with fleet status --wait: exit 0, the status
+	// printed, the summary last.
+	out, err := fleet.run("status", "--wait", "--timeout", "60s")
+	if want := fmt.Sprintf("applied on 3 of 3 nodes at revision %d", rev2); err != nil || !strings.HasSuffix(out, want+"\n") {
+		t.Fatalf("fleet status --wait: %v\n%s(want last %q)", err, out, want)
 	}
 	fleet.waitApplied(rev2, nodes...)
 	for i, a := range agents {
@@ -282,6 +314,33 @@ func TestFleetEndToEnd(t *testing.T) {
 	}
 	for i, a := range agents {
 		checkKernel(t, a.ns, nodes[i], editedKernel...)
+	}
+
+	// Garbage under the status prefix (another tool's key, a status that
+	// is not JSON) is named in a warning and skipped; every node still
+	// shows.
+	c := cluster.Client()
+	l := etcd.Layout{}
+	garbage := []string{l.Status("bogus"), l.StatusPrefix() + "a/b"}
+	for _, k := range garbage {
+		if _, err := c.Put(t.Context(), k, "garbage{"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err = fleet.run("status")
+	for _, want := range []string{"warning: " + garbage[0] + ": not a node status", "warning: " + garbage[1] + ": not a node's key",
+		"node-0 ", "node-1 ", "node-2 ", fmt.Sprintf("applied on 3 of 3 nodes at revision %d\n", rev2)} {
+		if err != nil || !strings.Contains(out, want) {
+			t.Fatalf("fleet status with garbage: %v; no %q in:\n%s", err, want, out)
+		}
+	}
+	if rep, err := fleet.status(); err != nil || len(rep.Warnings) != 2 || len(rep.Nodes) != 3 {
+		t.Fatalf("fleet status --format json with garbage: %+v, %v", rep, err)
+	}
+	for _, k := range garbage {
+		if _, err := c.Delete(t.Context(), k); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	// A node's own object reaches that node alone.
@@ -319,6 +378,21 @@ func TestFleetEndToEnd(t *testing.T) {
 		t.Fatalf("second agent as node-0 still running after 30s:\n%s", dup.out.String())
 	}
 
+	// A prefix whose layout version is unknown (a newer steadystate wrote
+	// it) is refused by an agent at start and by every fleet command.
+	if _, err := c.Put(t.Context(), etcd.Layout{Prefix: "/future"}.VersionKey(), "99"); err != nil {
+		t.Fatal(err)
+	}
+	future := startFleetAgent(t, bin, eps, "node-9", netnstest.New(t), "--etcd-prefix", "/future")
+	if err := future.cmd.Wait(); err == nil || !strings.Contains(future.out.String(), `unknown key layout version: /future/layout holds "99"`) {
+		t.Fatalf("an agent on an unknown layout: %v\n%s", err, future.out.String())
+	}
+	for _, args := range [][]string{{"status"}, {"apply", "-f", "desired.yaml"}, {"forget", "node-9"}, {"status", "--wait"}, {"watch"}} {
+		if out, err := fleet.run(append(args, "--etcd-prefix", "/future")...); err == nil || !strings.Contains(out, "unknown key layout version") {
+			t.Fatalf("fleet %v on an unknown layout: %v\n%s", args, err, out)
+		}
+	}
+
 	// Every etcd member down: the agents keep what they applied and report
 	// Degraded; back, they converge on a change made meanwhile... made
 	// after the cluster is back (nothing can be written while it is down).
@@ -340,23 +414,38 @@ func TestFleetEndToEnd(t *testing.T) {
 		waitFor(t, nodes[i]+" healthy again", func() error { return a.probe("/healthz", 200, `"level": "OK"`) })
 	}
 
-	// A killed agent's status expires with its lease (3s here).
+	// A killed agent's status expires with its lease (3s here): the node
+	// is lost, listed with its last status and when it was last seen, and
+	// counted, until it is forgotten.
 	agents[2].cmd.Process.Kill()
 	killed := time.Now()
-	waitFor(t, "node-2 gone from the fleet view", func() error {
+	waitFor(t, "node-2 lost", func() error {
 		rep, err := fleet.status()
 		if err != nil {
 			return err
 		}
-		if len(rep.Nodes) != 2 || rep.Summary != fmt.Sprintf("applied on 2 of 2 nodes at revision %d", rev4) {
+		if len(rep.Nodes) != 3 || rep.Nodes[2].State != "lost" || rep.Summary != fmt.Sprintf("applied on 2 of 3 nodes at revision %d (1 lost)", rev4) {
 			return fmt.Errorf("%s: %+v", rep.Summary, rep.Nodes)
 		}
 		return nil
 	})
-	if gone := time.Since(killed); gone > 3*time.Second+5*time.Second {
-		t.Errorf("node-2 left the view %v after it was killed; its TTL is 3s", gone)
+	if lost := time.Since(killed); lost > 3*time.Second+5*time.Second {
+		t.Errorf("node-2 lost %v after it was killed; its TTL is 3s", lost)
 	} else {
-		t.Logf("node-2 left the fleet view %v after SIGKILL (TTL 3s)", gone.Round(10*time.Millisecond))
+		t.Logf("node-2 lost %v after SIGKILL (TTL 3s)", lost.Round(10*time.Millisecond))
+	}
+	rep, err = fleet.status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := rep.Nodes[2]; n.Node != "node-2" || n.Revision < rev4 || n.LastSeen.After(killed) || killed.Sub(n.LastSeen) > time.Minute+time.Second ||
+		n.SeenRevision == 0 || n.Applied || n.Received {
+		t.Fatalf("lost node-2: %+v (killed at %v)", n, killed)
+	}
+	out, err = fleet.run("status")
+	row := regexp.MustCompile(`(?m)^node-2 +lost \(last seen \S+ at revision \d+\) +(\d+) `).FindStringSubmatch(out)
+	if err != nil || row == nil || row[1] != strconv.FormatInt(rep.Nodes[2].Revision, 10) {
+		t.Fatalf("fleet status: no row of node-2 lost, with its last seen and revision:\n%s", out)
 	}
 
 	// A rule iptables rejects, for node-1 alone (which keeps object
@@ -372,14 +461,14 @@ func TestFleetEndToEnd(t *testing.T) {
 		if err != nil {
 			return fmt.Errorf("%v: %s", err, out)
 		}
-		for _, want := range []string{"node-1: iptables-rules filter/INPUT/odd: Error", fmt.Sprintf("applied on 1 of 2 nodes at revision %d", rev5)} {
+		for _, want := range []string{"node-1: iptables-rules filter/INPUT/odd: Error", fmt.Sprintf("applied on 1 of 3 nodes at revision %d (1 lost)", rev5)} {
 			if !strings.Contains(out, want) {
 				return fmt.Errorf("no %q in:\n%s", want, out)
 			}
 		}
 		return nil
 	})
-	rep, err := fleet.status()
+	rep, err = fleet.status()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +479,6 @@ func TestFleetEndToEnd(t *testing.T) {
 	// A value the agent cannot take, written past `fleet apply`'s checks
 	// (another tool, a newer CLI): node-0 keeps its kernel, reports the
 	// object rejected and is not counted as applied.
-	c := cluster.Client()
 	rev6, err := etcd.ApplyTables(t.Context(), c, etcd.Layout{}, etcd.NodeScope("node-0"),
 		map[string]map[string][]byte{"routes": {fleetName("254/10.0.0.0/8/0"): []byte(`{"prefix":"10.0.0.1/8","type":"blackhole"}`)}})
 	if err != nil {
@@ -410,6 +498,17 @@ func TestFleetEndToEnd(t *testing.T) {
 	})
 	checkKernel(t, agents[0].ns, nodes[0], append([]string{"!10.0.0.0/8"}, sampleKernel...)...)
 
+	// fleet forget: refused for a live node; a lost one leaves the view.
+	if out, err := fleet.run("forget", "node-0"); err == nil || !strings.Contains(out, "forget node-0: node is live") || !strings.Contains(out, "stop it first") {
+		t.Fatalf("fleet forget of a live node: %v\n%s", err, out)
+	}
+	if out, err := fleet.run("forget", "node-2"); err != nil || !strings.Contains(out, "forgot node node-2") {
+		t.Fatalf("fleet forget node-2: %v\n%s", err, out)
+	}
+	if rep, err := fleet.status(); err != nil || len(rep.Nodes) != 2 || rep.Lost != 0 || strings.Contains(rep.Summary, "lost") {
+		t.Fatalf("after forget: %+v, %v", rep, err)
+	}
+
 	// A clean stop leaves the fleet at once (the lease revoked) and logs
 	// no failure on the way (the client closes after the reflectors).
 	if err := agents[0].stop(syscall.SIGTERM); err != nil {
@@ -419,7 +518,7 @@ func TestFleetEndToEnd(t *testing.T) {
 	if strings.Contains(stopping, "level=WARN") || strings.Contains(stopping, "level=ERROR") {
 		t.Errorf("node-0's clean stop logged problems:\n%s", stopping)
 	}
-	if rep, err := fleet.status(); err != nil || len(rep.Nodes) != 1 || rep.Nodes[0].Node != "node-1" {
-		t.Fatalf("after node-0 stopped: %+v, %v; want node-1 alone", rep.Nodes, err)
+	if rep, err := fleet.status(); err != nil || len(rep.Nodes) != 1 || rep.Nodes[0].Node != "node-1" || rep.Lost != 0 {
+		t.Fatalf("after node-0 stopped: %+v, %v; want node-1 alone, none lost", rep.Nodes, err)
 	}
 }

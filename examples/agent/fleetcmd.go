@@ -2,23 +2,17 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
-	"net/url"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/steadystate/steadystate/etcd"
 )
@@ -36,12 +30,16 @@ per node (one node; where both have an object of the same name, the node's
 wins).
 
   agent fleet apply -f desired.yaml [--node NAME]   replace the desired state (fleet-wide, or one node's)
-  agent fleet status                                 every live node: revision reached, objects by status, errors
-  agent fleet watch                                  the same, again at every change`,
+  agent fleet status [--wait]                        every node, live or lost: revision reached, received, applied, errors
+  agent fleet watch                                  the same, again at every change
+  agent fleet forget NODE                            stop listing a lost node
+
+Every command refuses a prefix whose layout version (PREFIX/layout) it does
+not know, rather than misread it.`,
 	}
 	var opts etcdOptions
 	opts.flags(cmd.PersistentFlags())
-	cmd.AddCommand(fleetApplyCommand(&opts), fleetStatusCommand(&opts), fleetWatchCommand(&opts))
+	cmd.AddCommand(fleetApplyCommand(&opts), fleetStatusCommand(&opts), fleetWatchCommand(&opts), fleetForgetCommand(&opts))
 	return cmd
 }
 
@@ -59,7 +57,15 @@ new state is written with etcd.ApplyTables: a small change in one
 transaction, a large one staged under new generations and put in force by
 one transaction for all of them, so that an agent sees the old or the new
 state whole, never a mix; a failure leaves the old state in force.
-It prints the etcd revision at which the new state is in force; ` + "`agent fleet\nstatus`" + ` says which nodes have applied it.`,
+
+The apply is declarative: the file's whole state, all three tables, goes in
+force or none of it. If another apply wrote any of the three tables of the
+scope between this one's read and its commit (a conflict), it reads again
+and retries, at most ` + fmt.Sprint(maxApplyRetries) + ` times, and says so on stderr; so two
+concurrent applies of different files end with one file's state in force,
+never a mix. Its last line says the etcd revision at which the file's state
+went into force ("... in force at revision R"), and whether it retried;
+` + "`agent fleet status`" + ` says which nodes have applied it.`,
 		Args: cobra.NoArgs,
 	}
 	file := cmd.Flags().StringP("filename", "f", "", "the desired-state file (YAML, or JSON if it ends in .json)")
@@ -100,15 +106,52 @@ It prints the etcd revision at which the new state is in force; ` + "`agent flee
 		defer c.Close()
 		ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 		defer cancel()
-		rev, err := etcd.ApplyTables(ctx, c, opts.layout(), scope, objects)
+		rev, retries, err := applyWhole(ctx, c, opts.layout(), scope, objects, func(attempt int, err error) {
+			fmt.Fprintf(cmd.ErrOrStderr(), "another apply to %s came first (%v); reading again and retrying (%d of %d)\n",
+				scopeName(*node), err, attempt, maxApplyRetries)
+		})
 		if err != nil {
-			return fmt.Errorf("applying %s to %s (nothing changed): %w", *file, scopeName(*node), err)
+			return fmt.Errorf("applying %s to %s (nothing of it is in force): %w", *file, scopeName(*node), err)
 		}
-		fmt.Fprintf(cmd.OutOrStdout(), "applied %s to %s: %d sysctls, %d routes, %d rules; in force at revision %d\n",
-			*file, scopeName(*node), len(f.Sysctls), len(f.Routes), len(f.Rules), rev)
+		fmt.Fprintf(cmd.OutOrStdout(), "applied %s to %s: %d sysctls, %d routes, %d rules; in force at revision %d%s\n",
+			*file, scopeName(*node), len(f.Sysctls), len(f.Routes), len(f.Rules), rev, retried(retries))
 		return nil
 	}
 	return cmd
+}
+
+// maxApplyRetries is how many times `fleet apply` reads again and retries
+// after a conflict.
+const maxApplyRetries = 3
+
+// applyWhole puts tables in force in scope with etcd.ApplyTables; on a
+// conflict (another apply wrote one of the tables meanwhile) it reads
+// again and retries, at most maxApplyRetries times, calling retry before
+// each. It returns the revision at which the state is in force and how
+// many times it retried.
+func applyWhole(ctx context.Context, c *clientv3.Client, l etcd.Layout, scope string, tables map[string]map[string][]byte,
+	retry func(attempt int, err error)) (int64, int, error) {
+	for attempt := 0; ; attempt++ {
+		rev, err := etcd.ApplyTables(ctx, c, l, scope, tables)
+		if !errors.Is(err, etcd.ErrConflict) {
+			return rev, attempt, err
+		}
+		if attempt == maxApplyRetries {
+			return 0, attempt, fmt.Errorf("%w; gave up after %d retries", err, attempt)
+		}
+		retry(attempt+1, err)
+	}
+}
+
+// retried is the end of apply's last line: whether it retried.
+func retried(n int) string {
+	switch n {
+	case 0:
+		return " (first try)"
+	case 1:
+		return " (after 1 retry: another apply came first)"
+	}
+	return fmt.Sprintf(" (after %d retries: other applies came first)", n)
 }
 
 func scopeName(node string) string {
@@ -116,147 +159,6 @@ func scopeName(node string) string {
 		return "every node"
 	}
 	return "node " + node
-}
-
-// fleetReport is what `fleet status` prints.
-type fleetReport struct {
-	Summary  string       `json:"summary" yaml:"summary"`
-	Revision int64        `json:"revision" yaml:"revision"` // the latest desired state's
-	Applied  int          `json:"applied" yaml:"applied"`
-	Nodes    []nodeReport `json:"nodes" yaml:"nodes"`
-	read     int64        // the etcd revision it was read at
-}
-
-type nodeReport struct {
-	etcd.NodeStatus `yaml:",inline"`
-	// NotDone are the node's objects not Done, by table and name, when it
-	// keeps object statuses (agent run --object-status) and --objects
-	// asked for them.
-	NotDone map[string]map[string]etcd.ObjectStatus `json:"notDone,omitempty" yaml:"notDone,omitempty"`
-	// Desired is the revision of the node's desired state (fleet-wide
-	// and its own); Applied says whether the node has applied it.
-	Desired int64 `json:"desired" yaml:"desired"`
-	Applied bool  `json:"applied" yaml:"applied"`
-}
-
-// readFleet reads every live node's status and its desired revision.
-func readFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout, objects bool) (fleetReport, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	view, err := etcd.Fleet(ctx, c, l)
-	if err != nil {
-		return fleetReport{}, err
-	}
-	rep := fleetReport{Nodes: []nodeReport{}, read: view.Revision}
-	// The fleet-wide state's revision counts even with no node up.
-	all, err := fleetWideRevision(ctx, c, l)
-	if err != nil {
-		return fleetReport{}, err
-	}
-	rep.Revision = all
-	for _, st := range view.Nodes {
-		want, err := etcd.DesiredRevision(ctx, c, l, fleetTables, st.Node)
-		if err != nil {
-			return fleetReport{}, err
-		}
-		n := nodeReport{NodeStatus: st, Desired: want, Applied: st.Applied(want)}
-		if objects {
-			all, err := etcd.ObjectStatuses(ctx, c, l, st.Node)
-			if err != nil {
-				return fleetReport{}, err
-			}
-			for table, byName := range all {
-				for name, ost := range byName {
-					if ost.Kind == "Done" {
-						continue
-					}
-					if n.NotDone == nil {
-						n.NotDone = map[string]map[string]etcd.ObjectStatus{}
-					}
-					if n.NotDone[table] == nil {
-						n.NotDone[table] = map[string]etcd.ObjectStatus{}
-					}
-					n.NotDone[table][name] = ost
-				}
-			}
-		}
-		if n.Applied {
-			rep.Applied++
-		}
-		rep.Revision = max(rep.Revision, want)
-		rep.Nodes = append(rep.Nodes, n)
-	}
-	rep.Summary = fmt.Sprintf("applied on %d of %d nodes at revision %d", rep.Applied, len(rep.Nodes), rep.Revision)
-	return rep, nil
-}
-
-// fleetWideRevision is the revision of the last change to the fleet-wide
-// desired state: the latest ModRevision of the tables' current keys of
-// scope all (as etcd.DesiredRevision, which always adds a node's scope),
-// read in one transaction.
-func fleetWideRevision(ctx context.Context, c *clientv3.Client, l etcd.Layout) (int64, error) {
-	var ops []clientv3.Op
-	for _, t := range fleetTables {
-		ops = append(ops, clientv3.OpGet(l.Current(t, etcd.ScopeAll)))
-	}
-	resp, err := c.Txn(ctx).Then(ops...).Commit()
-	if err != nil {
-		return 0, fmt.Errorf("reading the fleet-wide desired state: %w", err)
-	}
-	var rev int64
-	for _, r := range resp.Responses {
-		for _, kv := range r.GetResponseRange().Kvs {
-			rev = max(rev, kv.ModRevision)
-		}
-	}
-	return rev, nil
-}
-
-// printFleet writes rep as a table, JSON or YAML.
-func printFleet(w io.Writer, rep fleetReport, format string) error {
-	switch format {
-	case "json":
-		b, err := json.Marshal(rep)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
-		return err
-	case "yaml":
-		b, err := yaml.Marshal(rep)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "---\n%s", b)
-		return err
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tREACHED\tDESIRED\tAPPLIED\tOBJECTS\tERRORS")
-	for _, n := range rep.Nodes {
-		applied := "no"
-		if n.Applied {
-			applied = "yes"
-		}
-		var counts []string
-		for _, k := range slices.Sorted(maps.Keys(n.Objects)) {
-			counts = append(counts, fmt.Sprintf("%s=%d", k, n.Objects[k]))
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", n.Node, n.Revision, n.Desired, applied, strings.Join(counts, " "), strings.Join(n.Errors, "; "))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	for _, n := range rep.Nodes {
-		for _, table := range slices.Sorted(maps.Keys(n.NotDone)) {
-			for _, name := range slices.Sorted(maps.Keys(n.NotDone[table])) {
-				ost := n.NotDone[table][name]
-				key, _ := url.PathUnescape(name)
-				fmt.Fprintf(w, "  %s: %s %s: %s %s\n", n.Node, table, key, ost.Kind, ost.Error)
-			}
-		}
-	}
-	_, err := fmt.Fprintln(w, rep.Summary)
-	return err
 }
 
 // checkFormat is the check of fleet's --format: an exit-2 usage error.
@@ -270,27 +172,55 @@ func checkFormat(format string) error {
 // fleetStatusCommand is `agent fleet status`.
 func fleetStatusCommand(opts *etcdOptions) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "status",
-		Short: `Every live node: revision reached, objects by status, errors; and "applied on N of M nodes at revision R"`,
-		Long: `Print every live node (its status is kept under a lease: a node whose agent
-died leaves within its --status-ttl): the etcd revision of the desired state
-it has reached, the revision of its desired state (the fleet-wide one and
-its own), whether it has applied it (reached it, and nothing is pending or
-failing), its objects by status and its latest errors; then the summary
-"applied on N of M nodes at revision R", R being the latest desired state.`,
+		Use:   "status [--wait [--revision R] [--timeout D]]",
+		Short: `Every node, live or lost: revision reached, received, applied, errors; and "applied on N of M nodes at revision R"`,
+		Long: `Print every node of the fleet: the live ones (their agent keeps their status
+under a lease) and the lost ones (their lease expired without a clean stop:
+a crash, a partition longer than --status-ttl), each lost node with its last
+status and when it was last seen, until ` + "`agent fleet forget NODE`" + `; a node
+whose agent stopped cleanly is not listed. For each: the etcd revision it
+has reached, the revision of its desired state (the fleet-wide one and its
+own), whether it received it (its tables hold it: it reached that
+revision) and applied it (received, and every object Done; a rejected
+object is not applied), its objects by status and its latest errors. Keys
+under the prefix that are not a node's (malformed, foreign) are named in
+warning lines and skipped. The last line is the summary "applied on N of M
+nodes at revision R", R being the latest desired state, M counting live
+and lost nodes, followed by " (K lost)" when K > 0 (a lost node is never
+counted as applied: what it holds now is not known).
+
+With --wait it waits, following the prefix with an etcd watch, until every
+live node applied revision R (--revision, default: the latest desired
+state when it starts; a node counts once it applied its own desired state
+at or past R), prints the status and exits 0; it exits 1 as soon as a live
+node that received it reports an error (objects in Error or Rejected), and
+2 after --timeout, printing the status last read either way.`,
 		Args: cobra.NoArgs,
 	}
 	format := cmd.Flags().String("format", "table", "output format: table, json or yaml")
 	objects := cmd.Flags().Bool("objects", false, "also list each node's objects not Done (nodes run with --object-status)")
+	wait := cmd.Flags().Bool("wait", false, "wait until every live node applied --revision: exit 0, 1 on a node's error, 2 on --timeout")
+	revision := cmd.Flags().Int64("revision", 0, "with --wait: the desired state's revision to wait for (default: the latest)")
+	timeout := cmd.Flags().Duration("timeout", defaultWaitTimeout, "with --wait: how long to wait before exiting 2")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := checkFormat(*format); err != nil {
 			return err
+		}
+		if !*wait && (cmd.Flags().Changed("revision") || cmd.Flags().Changed("timeout")) {
+			return exitError{code: exitUsage, err: errors.New("--revision and --timeout go with --wait")}
+		}
+		if *revision < 0 || *timeout <= 0 {
+			return exitError{code: exitUsage, err: fmt.Errorf("--revision %d, --timeout %v: give a revision >= 0 and a timeout > 0", *revision, *timeout)}
 		}
 		c, err := opts.client()
 		if err != nil {
 			return err
 		}
 		defer c.Close()
+		if *wait {
+			return waitFleet(cmd.Context(), c, opts.layout(), waitOptions{revision: *revision, timeout: *timeout, objects: *objects},
+				cmd.OutOrStdout(), *format)
+		}
 		rep, err := readFleet(cmd.Context(), c, opts.layout(), *objects)
 		if err != nil {
 			return err
@@ -298,6 +228,39 @@ failing), its objects by status and its latest errors; then the summary
 		return printFleet(cmd.OutOrStdout(), rep, *format)
 	}
 	return cmd
+}
+
+// fleetForgetCommand is `agent fleet forget`.
+func fleetForgetCommand(opts *etcdOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "forget NODE",
+		Short: "Stop listing a lost node (its lease expired without a clean stop); refused for a live node",
+		Long: `Remove a lost node's record: ` + "`agent fleet status`" + ` no longer lists it. A node is
+lost when its agent's lease expired without a clean stop (a crash, a
+partition longer than --status-ttl); it stays listed, with its last status
+and when it was last seen, until it runs again or is forgotten. A live node
+(its agent runs) is refused: stop its agent first (a clean stop leaves no
+record). An agent may run again under a forgotten (or lost) name at any
+time.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := opts.client()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+			defer cancel()
+			if err := etcd.CheckLayout(ctx, c, opts.layout()); err != nil {
+				return err
+			}
+			if err := etcd.Forget(ctx, c, opts.layout(), args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "forgot node %s: it is no longer listed\n", args[0])
+			return nil
+		},
+	}
 }
 
 // fleetWatchCommand is `agent fleet watch`.
@@ -328,13 +291,17 @@ func fleetWatchCommand(opts *etcdOptions) *cobra.Command {
 // keys under the prefix (statuses, desired state) from the revision it
 // read, changes within 100ms printed once, and every 10s in any case (a
 // node whose lease expired, etcd unreachable: said on stderr), until ctx
-// ends. A lost watch is opened again.
+// ends. A lost watch is opened again. A layout version it does not know
+// ends it with that error.
 func watchFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout, w io.Writer, format string) error {
-	prefix := strings.TrimSuffix(l.StatusPrefix(), "status/")
+	prefix := l.Root()
 	var last string
 	var rev int64
 	show := func() error {
 		rep, err := readFleet(ctx, c, l, false)
+		if errors.Is(err, etcd.ErrUnknownLayout) {
+			return err
+		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "reading the fleet: %v (trying again)\n", err)
 			return err
@@ -357,7 +324,9 @@ func watchFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout, w io.Wri
 	tick := time.NewTicker(10 * time.Second)
 	defer tick.Stop()
 	for ctx.Err() == nil {
-		if show() != nil {
+		if err := show(); errors.Is(err, etcd.ErrUnknownLayout) {
+			return err
+		} else if err != nil {
 			select {
 			case <-ctx.Done():
 			case <-time.After(time.Second):
@@ -372,7 +341,9 @@ func watchFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout, w io.Wri
 			case <-ctx.Done():
 				break watching
 			case <-tick.C:
-				show()
+				if errors.Is(show(), etcd.ErrUnknownLayout) {
+					break watching // the next show returns it
+				}
 			case resp, ok := <-events:
 				if !ok || resp.Err() != nil {
 					break watching
@@ -390,7 +361,9 @@ func watchFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout, w io.Wri
 						}
 					}
 				}
-				show()
+				if errors.Is(show(), etcd.ErrUnknownLayout) {
+					break watching
+				}
 			}
 		}
 		cancel()

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/url"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/steadystate/steadystate/etcd"
+)
+
+// fleetReport is what `fleet status` prints.
+type fleetReport struct {
+	Summary  string       `json:"summary" yaml:"summary"`
+	Revision int64        `json:"revision" yaml:"revision"` // the latest desired state's
+	Received int          `json:"received" yaml:"received"` // live nodes that received their desired state
+	Applied  int          `json:"applied" yaml:"applied"`   // live nodes that applied it
+	Lost     int          `json:"lost" yaml:"lost"`
+	Nodes    []nodeReport `json:"nodes" yaml:"nodes"` // live and lost, by name
+	// Warnings name the keys under the prefix the view skipped.
+	Warnings []string `json:"warnings,omitempty" yaml:"warnings,omitempty"`
+	read     int64    // the etcd revision it was read at
+}
+
+// The states of a node in the report.
+const (
+	nodeLive = "live"
+	nodeLost = "lost"
+)
+
+type nodeReport struct {
+	etcd.NodeStatus `yaml:",inline"`
+	// State is "live" (its agent keeps its status) or "lost" (its lease
+	// expired without a clean stop: the status is its last, and what it
+	// holds now is not known).
+	State string `json:"state" yaml:"state"`
+	// LastSeen and SeenRevision say when a lost node last wrote its record
+	// (its clock) and at which etcd revision.
+	LastSeen     time.Time `json:"lastSeen,omitzero" yaml:"lastSeen,omitempty"`
+	SeenRevision int64     `json:"seenRevision,omitempty" yaml:"seenRevision,omitempty"`
+	// NotDone are the node's objects not Done, by table and name, when it
+	// keeps object statuses (agent run --object-status) and --objects
+	// asked for them.
+	NotDone map[string]map[string]etcd.ObjectStatus `json:"notDone,omitempty" yaml:"notDone,omitempty"`
+	// Desired is the revision of the node's desired state (fleet-wide
+	// and its own); Received says whether its tables hold it, Applied
+	// whether besides every object is Done (both false for a lost node).
+	Desired  int64 `json:"desired" yaml:"desired"`
+	Received bool  `json:"received" yaml:"received"`
+	Applied  bool  `json:"applied" yaml:"applied"`
+}
+
+// readFleet reads every node's status, live or lost, and its desired
+// revision.
+func readFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout, objects bool) (fleetReport, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	view, err := etcd.Fleet(ctx, c, l)
+	if err != nil {
+		return fleetReport{}, err
+	}
+	rep := fleetReport{Nodes: []nodeReport{}, read: view.Revision, Lost: len(view.Lost)}
+	for _, w := range view.Warnings {
+		rep.Warnings = append(rep.Warnings, w.String())
+	}
+	// The fleet-wide state's revision counts even with no node up.
+	if rep.Revision, err = fleetWideRevision(ctx, c, l); err != nil {
+		return fleetReport{}, err
+	}
+	nodes := make([]nodeReport, 0, len(view.Nodes)+len(view.Lost))
+	for _, st := range view.Nodes {
+		nodes = append(nodes, nodeReport{NodeStatus: st, State: nodeLive})
+	}
+	for _, lost := range view.Lost {
+		nodes = append(nodes, nodeReport{NodeStatus: lost.NodeStatus, State: nodeLost, LastSeen: lost.LastSeen, SeenRevision: lost.SeenRevision})
+	}
+	slices.SortFunc(nodes, func(a, b nodeReport) int { return strings.Compare(a.Node, b.Node) })
+	for _, n := range nodes {
+		if n.Desired, err = etcd.DesiredRevision(ctx, c, l, fleetTables, n.Node); err != nil {
+			return fleetReport{}, err
+		}
+		if n.State == nodeLive {
+			n.Received, n.Applied = n.NodeStatus.Received(n.Desired), n.NodeStatus.Applied(n.Desired)
+		}
+		if objects && n.State == nodeLive {
+			if n.NotDone, err = notDone(ctx, c, l, n.Node, &rep); err != nil {
+				return fleetReport{}, err
+			}
+		}
+		if n.Received {
+			rep.Received++
+		}
+		if n.Applied {
+			rep.Applied++
+		}
+		rep.Revision = max(rep.Revision, n.Desired)
+		rep.Nodes = append(rep.Nodes, n)
+	}
+	rep.Summary = etcd.Summary(rep.Applied, len(rep.Nodes), rep.Lost, rep.Revision)
+	return rep, nil
+}
+
+// notDone reads node's object statuses not Done; keys skipped go to
+// rep's warnings.
+func notDone(ctx context.Context, c *clientv3.Client, l etcd.Layout, node string, rep *fleetReport) (map[string]map[string]etcd.ObjectStatus, error) {
+	all, warnings, err := etcd.ObjectStatuses(ctx, c, l, node)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range warnings {
+		rep.Warnings = append(rep.Warnings, w.String())
+	}
+	var out map[string]map[string]etcd.ObjectStatus
+	for table, byName := range all {
+		for name, ost := range byName {
+			if ost.Kind == etcd.Done {
+				continue
+			}
+			if out == nil {
+				out = map[string]map[string]etcd.ObjectStatus{}
+			}
+			if out[table] == nil {
+				out[table] = map[string]etcd.ObjectStatus{}
+			}
+			out[table][name] = ost
+		}
+	}
+	return out, nil
+}
+
+// fleetWideRevision is the revision of the last change to the fleet-wide
+// desired state: the latest ModRevision of the tables' current keys of
+// scope all (as etcd.DesiredRevision, which always adds a node's scope),
+// read in one transaction.
+func fleetWideRevision(ctx context.Context, c *clientv3.Client, l etcd.Layout) (int64, error) {
+	var ops []clientv3.Op
+	for _, t := range fleetTables {
+		ops = append(ops, clientv3.OpGet(l.Current(t, etcd.ScopeAll)))
+	}
+	resp, err := c.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return 0, fmt.Errorf("reading the fleet-wide desired state: %w", err)
+	}
+	var rev int64
+	for _, r := range resp.Responses {
+		for _, kv := range r.GetResponseRange().Kvs {
+			rev = max(rev, kv.ModRevision)
+		}
+	}
+	return rev, nil
+}
+
+// printFleet writes rep as a table (then the objects not Done, the
+// warnings, and the summary last), JSON or YAML.
+func printFleet(w io.Writer, rep fleetReport, format string) error {
+	switch format {
+	case "json":
+		b, err := json.Marshal(rep)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return err
+	case "yaml":
+		b, err := yaml.Marshal(rep)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "---\n%s", b)
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tSTATE\tREACHED\tDESIRED\tRECEIVED\tAPPLIED\tOBJECTS\tERRORS")
+	for _, n := range rep.Nodes {
+		state, received, applied := n.State, yesNo(n.Received), yesNo(n.Applied)
+		if n.State == nodeLost {
+			state = fmt.Sprintf("lost (last seen %s at revision %d)", n.LastSeen.UTC().Format(time.RFC3339), n.SeenRevision)
+			received, applied = "-", "-" // not known
+		}
+		var counts []string
+		for _, k := range slices.Sorted(maps.Keys(n.Objects)) {
+			counts = append(counts, fmt.Sprintf("%s=%d", k, n.Objects[k]))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", n.Node, state, n.Revision, n.Desired, received, applied,
+			strings.Join(counts, " "), strings.Join(n.Errors, "; "))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, n := range rep.Nodes {
+		for _, table := range slices.Sorted(maps.Keys(n.NotDone)) {
+			for _, name := range slices.Sorted(maps.Keys(n.NotDone[table])) {
+				ost := n.NotDone[table][name]
+				key, _ := url.PathUnescape(name)
+				fmt.Fprintf(w, "  %s: %s %s: %s %s\n", n.Node, table, key, ost.Kind, ost.Error)
+			}
+		}
+	}
+	for _, warning := range rep.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warning)
+	}
+	_, err := fmt.Fprintln(w, rep.Summary)
+	return err
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
