@@ -75,3 +75,17 @@ func Decorate(dtor any, cells ...Cell) Cell {
 func Group(cells ...Cell) Cell {
 	return newCell(build.Node{Kind: build.KindGroup}, cells)
 }
+
+// When builds cells only if cond holds for the config Cfg (provided by a
+// Config cell earlier in tree order): a program with modes includes only
+// the active mode's modules, so an inactive one neither runs nor shows in
+// health. The config cells inside are declared either way (their flags
+// exist in every mode); what describes the condition for the tree
+// printout. A Cfg that is not provided fails Populate with ErrInvoke.
+func When[Cfg any](what string, cond func(Cfg) bool, cells ...Cell) Cell {
+	return newCell(build.Node{Kind: build.KindWhen, Title: what, Cond: func(invoke func(any) error) (bool, error) {
+		var ok bool
+		err := invoke(func(c Cfg) { ok = cond(c) })
+		return ok, err
+	}}, cells)
+}

@@ -7,7 +7,8 @@
 // them a private scope; Provide and ProvidePrivate register constructors;
 // Invoke registers functions that are called once the graph is complete;
 // Decorate wraps values for a subtree; Config turns a struct that declares
-// its flags into a value in the graph; Group bundles cells. Constructors
+// its flags into a value in the graph; Group bundles cells; When builds
+// cells only in the mode a config chooses. Constructors
 // and invoke functions take their dependencies as parameters, one per type
 // or bundled in a struct that embeds In; a constructor may return several
 // values bundled in a struct that embeds Out.

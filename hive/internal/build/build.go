@@ -130,6 +130,15 @@ func (b *builder) apply(n *Node, s scope) error {
 			return wrapDig(ErrProvide, s, "config", n.Config.TypeName(), err)
 		}
 		return nil
+	case KindWhen:
+		ok, err := n.Cond(func(fn any) error { return s.dig.Invoke(fn) })
+		if err != nil {
+			return wrapDig(ErrInvoke, s, "when", n.Title, err)
+		}
+		if !ok {
+			return nil
+		}
+		return b.applyAll(n.Children, s)
 	default: // KindGroup
 		return b.applyAll(n.Children, s)
 	}

@@ -14,19 +14,24 @@ const (
 	KindDecorate       Kind = "decorate"
 	KindGroup          Kind = "group"
 	KindConfig         Kind = "config"
+	KindWhen           Kind = "when"
 )
 
 // Node is one cell as plain data. Nodes are never changed after package
 // cell made them.
 type Node struct {
 	Kind Kind
-	// ID and Title of a module.
+	// ID and Title of a module; Title also says what a when node's
+	// condition is.
 	ID, Title string
 	// Funcs are the constructors of a provide node, the functions of an
 	// invoke node, or the one decorator of a decorate node.
 	Funcs []any
 	// Config is the value of a config node.
 	Config Config
+	// Cond decides whether the cells of a when node are built; invoke
+	// calls a function with values of the scope (its config).
+	Cond func(invoke func(fn any) error) (bool, error)
 	// Children are the cells inside a module, decorate or group node. A nil
 	// entry stands for a nil Cell, which Build reports.
 	Children []*Node

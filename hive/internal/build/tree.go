@@ -50,6 +50,11 @@ func writeNode(b *strings.Builder, n *Node, path []string, hooks map[string][]st
 		}
 	case KindConfig:
 		writeLines(b, depth, "config "+n.Config.TypeName(), n.Config.Usage())
+	case KindWhen:
+		writeLines(b, depth, "when "+n.Title, nil)
+		for _, c := range n.Children {
+			writeNode(b, c, path, hooks, depth+1)
+		}
 	default: // provide, provide-private, invoke
 		writeLines(b, depth, string(n.Kind), signatures(n.Funcs))
 	}
