@@ -184,7 +184,8 @@ func TestPanicInCommitRollsBack(t *testing.T) {
 		r.Run(ctx)
 	}()
 	f.waitFor(t, map[string]int{"a": 1, "b": 2})
-	listed := r.Revision()
+	listed := src.revision()
+	f.waitRevision(t, listed) // moves just after the commit
 	armed.Store(true)
 	src.del("a")
 	src.put("b", 5) // its commit panics, with a's delete in the same batch
