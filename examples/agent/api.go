@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/steadystate/steadystate/etcd"
+	"github.com/steadystate/steadystate/etcd/fleetcell"
 	"github.com/steadystate/steadystate/examples/iptables"
 	"github.com/steadystate/steadystate/examples/routes"
 	"github.com/steadystate/steadystate/examples/sysctl"
@@ -77,7 +78,7 @@ type apiParams struct {
 	Rules   statedb.Table[*iptables.Rule]
 	Loaded  *firstLoad
 	Metrics prometheus.Gatherer
-	Fleet   *fleetAgent
+	Fleet   *fleetcell.Node `optional:"true"` // in fleet mode
 }
 
 // newAPI adds the status API's handlers and its socket to the hive's HTTP
@@ -96,7 +97,7 @@ func newAPI(p apiParams) hive.HTTPOut {
 			tables[i].DriftRepaired, tables[i].Pruned = drift[tables[i].Name], pruned[tables[i].Name]
 		}
 		rep := statusReport{Health: p.Health.Snapshot(), Tables: tables}
-		if p.Config.fleetMode() {
+		if p.Fleet != nil {
 			st := p.Fleet.Status()
 			rep.Fleet = &st
 		}
@@ -131,7 +132,7 @@ func agentReady(p apiParams) func() error {
 		select {
 		case <-p.Loaded.Done():
 		default:
-			if p.Config.fleetMode() {
+			if p.Fleet != nil {
 				return fmt.Errorf("desired state from etcd not listed yet")
 			}
 			return fmt.Errorf("desired state from %s not applied yet", p.Config.Desired)

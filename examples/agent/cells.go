@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 
+	"github.com/steadystate/steadystate/etcd/fleetcell"
 	"github.com/steadystate/steadystate/examples/iptables"
 	"github.com/steadystate/steadystate/examples/routes"
 	"github.com/steadystate/steadystate/examples/sysctl"
@@ -19,8 +20,9 @@ import (
 
 // agentCells assembles the agent from the example targets' cells: it gives
 // them their target configs (all in the namespace of --netns) and its
-// intervals, and adds the desired-state loader, the progress log and the
-// status API.
+// intervals, and adds the progress log, the status API and one source of
+// desired state: the file loader (file mode) or fleet mode's cell
+// (--etcd-endpoints); the other mode's modules are not built.
 func agentCells() []cell.Cell {
 	return []cell.Cell{
 		statedbcell.Cell,
@@ -29,20 +31,23 @@ func agentCells() []cell.Cell {
 		reflectorcell.MetricsCell,
 		cell.Module("agent", "The example node agent",
 			cell.Config(defaultConfig()),
+			fleetcell.ConfigCell,
 			cell.Provide(newNamespace, newStateRecord, newFirstLoad, sysctlTarget, routesTarget, iptablesTarget),
 
 			cell.Decorate(withAgent[*sysctl.Sysctl], sysctl.Cell),
 			cell.Decorate(withAgent[*routes.Route], routes.Cell),
 			cell.Decorate(withAgent[*iptables.Rule], iptables.Cell),
 
-			cell.Module("desired", "Desired state: the file loader and a progress log",
-				cell.Provide(newLoader),
-				cell.Invoke(startLoader, startProgress),
+			cell.Module("progress", "A progress log of each table's reconciliation",
+				cell.Invoke(startProgress),
 			),
-			cell.Module("fleet", "Fleet mode (--etcd-endpoints): desired state from etcd, the node's status to etcd",
-				cell.Provide(newFleet),
-				cell.Invoke(startFleet),
+			cell.When("file mode (--desired)", fileMode,
+				cell.Module("desired", "Desired state from the file",
+					cell.Provide(newLoader),
+					cell.Invoke(startLoader),
+				),
 			),
+			cell.When("fleet mode (--etcd-endpoints)", fleetcell.Config.Enabled, fleetCells),
 			cell.Module("api", "Status API on a unix socket, served by the hive's HTTP server",
 				cell.Provide(newAPI),
 			),
@@ -85,22 +90,8 @@ func withAgent[Obj any](rc reconciler.Config[Obj], cfg AgentConfig, rec *stateRe
 	return rc
 }
 
-// startLoader makes the hive build the loader (and so add its job). In
-// fleet mode the loader is off, and the module's scope says so as OK: an
-// inert part is healthy, never Unknown.
-func startLoader(_ *loader, cfg AgentConfig, h cell.Health) {
-	if cfg.fleetMode() {
-		h.OK("file loader off: the desired state comes from etcd (--etcd-endpoints)")
-	}
-}
-
-// startFleet makes the hive build fleet mode's part (a no-op with a file,
-// whose module's scope then says so as OK: never Unknown).
-func startFleet(_ *fleetAgent, cfg AgentConfig, h cell.Health) {
-	if !cfg.fleetMode() {
-		h.OK("fleet mode off: the desired state comes from a file (--desired)")
-	}
-}
+// startLoader makes the hive build the loader (and so add its job).
+func startLoader(*loader) {}
 
 // startProgress adds the progress log's jobs, one per table.
 func startProgress(jobs job.Group, db *statedb.DB, log *slog.Logger,

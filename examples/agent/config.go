@@ -1,14 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
-	"github.com/steadystate/steadystate/etcd"
+	"github.com/steadystate/steadystate/etcd/fleetcell"
 	"github.com/steadystate/steadystate/hive"
 )
 
@@ -16,8 +16,9 @@ import (
 // environment variables STEADYSTATE_AGENT_DESIRED etc.
 type AgentConfig struct {
 	// Desired is the desired-state file (YAML, or JSON if it ends in .json).
-	// Exactly one of Desired and EtcdEndpoints is given (run checks that
-	// one is, so that `agent run cells` needs neither).
+	// Exactly one of Desired and fleet mode's --etcd-endpoints
+	// (fleetcell.Config) is given (run checks that one is, so that `agent
+	// run cells` needs neither).
 	Desired string
 	// NetNS is where to reconcile: "sandbox" (a private network namespace
 	// made for the agent and removed at exit), "host" (the real host, root
@@ -43,26 +44,6 @@ type AgentConfig struct {
 	// again, which repairs drift (a route deleted by hand, a sysctl
 	// changed).
 	RefreshInterval time.Duration
-
-	// EtcdEndpoints puts the agent in fleet mode (see fleet.go): the
-	// desired state comes from the etcd cluster at these endpoints, and
-	// the node's status goes back there.
-	EtcdEndpoints []string
-	// EtcdPrefix is the key prefix of the fleet in etcd.
-	EtcdPrefix string
-	// EtcdCACert, EtcdCert and EtcdKey are TLS files for etcd ("": none).
-	EtcdCACert, EtcdCert, EtcdKey string
-	// Node is the agent's name in the fleet: it takes the objects of its
-	// own scope, and its status is kept under it. Two live agents may not
-	// share one.
-	Node string
-	// StatusTTL is the lease of the node's status in etcd: it disappears
-	// this long after the agent stopped without revoking it (a crash), and
-	// the node is listed as lost until `agent fleet forget`.
-	StatusTTL time.Duration
-	// ObjectStatus makes the node keep one status key per object in etcd
-	// beside its summary (off by default: N nodes × M objects keys).
-	ObjectStatus bool
 }
 
 // Defaults of `agent run`'s intervals.
@@ -70,7 +51,6 @@ const (
 	DefaultRefreshInterval = 10 * time.Minute
 	DefaultSettleTime      = 500 * time.Millisecond
 	DefaultReloadInterval  = 10 * time.Second
-	DefaultStatusTTL       = 10 * time.Second
 )
 
 // envSocket is the environment variable of --socket, which the client
@@ -95,15 +75,12 @@ func defaultConfig() AgentConfig {
 		// is repaired within ten minutes, by refreshing objects at a
 		// limited rate rather than all at once.
 		RefreshInterval: DefaultRefreshInterval,
-		EtcdPrefix:      etcd.DefaultPrefix,
-		Node:            defaultNode(),
-		StatusTTL:       DefaultStatusTTL,
 	}
 }
 
 // Flags implements cell.Flagger.
 func (def AgentConfig) Flags(fs *pflag.FlagSet) {
-	fs.String("desired", def.Desired, "desired-state file (YAML, or JSON if it ends in .json); or --etcd-endpoints")
+	fs.String("desired", def.Desired, "desired-state file (YAML, or JSON if it ends in .json); or fleet mode's --etcd-endpoints")
 	fs.String("netns", def.NetNS, `network namespace to manage: "sandbox" (private, removed at exit), "host" (root only) or an existing namespace's name`)
 	fs.String("socket", def.Socket, "unix socket of the status API (default: one per --netns, see `agent cleanup --help`)")
 	fs.String("state-dir", def.StateDir, "directory of the agent's durable record (original values, what it applied); default: one per --netns under "+stateRoot())
@@ -111,26 +88,10 @@ func (def AgentConfig) Flags(fs *pflag.FlagSet) {
 	fs.Duration("reload-interval", def.ReloadInterval, "how often to read the desired file without a change notification (fallback)")
 	fs.Duration("full-reconciliation-interval", def.FullReconciliationInterval, "how often to prune what the agent applied and is no longer desired (the first runs after the first load)")
 	fs.Duration("refresh-interval", def.RefreshInterval, "age after which an applied object is applied again, repairing drift")
-	fs.StringSlice("etcd-endpoints", def.EtcdEndpoints, "fleet mode: take the desired state from the etcd cluster at these endpoints (HOST:PORT or URL, comma-separated) instead of --desired")
-	fs.String("etcd-prefix", def.EtcdPrefix, "key prefix of the fleet in etcd")
-	fs.String("etcd-cacert", def.EtcdCACert, "CA certificate file to verify the etcd servers (TLS)")
-	fs.String("etcd-cert", def.EtcdCert, "client certificate file for etcd (TLS)")
-	fs.String("etcd-key", def.EtcdKey, "client key file for etcd (TLS)")
-	fs.String("node", def.Node, "fleet mode: this agent's node name (its own desired objects, its status); two live agents may not share one")
-	fs.Duration("status-ttl", def.StatusTTL, "fleet mode: how long the node's status outlives an agent that died without leaving (then the node is lost)")
-	fs.Bool("object-status", def.ObjectStatus, "fleet mode: also keep each object's status in etcd (`agent fleet status --objects` shows them)")
 }
 
 // Validate implements the config check of hive.
 func (c AgentConfig) Validate() error {
-	switch {
-	case c.Desired != "" && c.fleetMode():
-		return fmt.Errorf("--desired and --etcd-endpoints: give one, not both (a file, or the fleet's etcd)")
-	case c.fleetMode() && (c.Node == "" || strings.ContainsAny(c.Node, "/\x00")):
-		return fmt.Errorf("--node: a node name without '/' is required in fleet mode, got %q", c.Node)
-	case c.fleetMode() && c.StatusTTL < 2*time.Second:
-		return fmt.Errorf("--status-ttl: must be at least 2s, got %v", c.StatusTTL)
-	}
 	if c.SettleTime < 0 {
 		return fmt.Errorf("--settle-time: must not be negative, got %v", c.SettleTime)
 	}
@@ -180,3 +141,18 @@ func clientSocket(socket, netns string) string {
 	}
 	return socketFor(netnsSandbox)
 }
+
+// checkMode checks that the agent has one source of desired state: a file
+// (--desired) or the fleet's etcd (--etcd-endpoints), not both, not neither.
+func checkMode(c AgentConfig, fleet fleetcell.Config) error {
+	switch {
+	case c.Desired != "" && fleet.Enabled():
+		return fmt.Errorf("--desired and --etcd-endpoints: give one, not both (a file, or the fleet's etcd)")
+	case c.Desired == "" && !fleet.Enabled():
+		return errors.New("--desired FILE or --etcd-endpoints HOST:PORT[,...]: give the desired state's source (a file, or the fleet's etcd)")
+	}
+	return nil
+}
+
+// fileMode tells whether the agent takes its desired state from a file.
+func fileMode(fleet fleetcell.Config) bool { return !fleet.Enabled() }

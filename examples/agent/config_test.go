@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/steadystate/steadystate/etcd/fleetcell"
 )
 
 // The documented defaults of `agent run`, and Validate naming the flag at
@@ -16,8 +18,7 @@ import (
 func TestConfig(t *testing.T) {
 	def := defaultConfig()
 	if def.Desired != "" || def.NetNS != netnsSandbox || def.ReloadInterval != 10*time.Second || def.SettleTime != 500*time.Millisecond ||
-		def.FullReconciliationInterval != time.Minute || def.RefreshInterval != 10*time.Minute ||
-		def.EtcdPrefix != "/steadystate/v1" || def.StatusTTL != 10*time.Second || len(def.EtcdEndpoints) != 0 {
+		def.FullReconciliationInterval != time.Minute || def.RefreshInterval != 10*time.Minute {
 		t.Fatalf("defaults %+v", def)
 	}
 	if def.StateDir != "" || def.Socket != "" {
@@ -38,23 +39,40 @@ func TestConfig(t *testing.T) {
 	if os.Geteuid() == 0 && os.Getenv(envSandboxed) == "" && stateRoot() != "/var/lib/steadystate/agent" {
 		t.Errorf("root's state root %s, want /var/lib/steadystate/agent", stateRoot())
 	}
-	if host, _ := os.Hostname(); host != "" && def.Node != host {
-		t.Errorf("--node defaults to %q, want the hostname %q", def.Node, host)
+	fdef := fleetcell.DefaultConfig()
+	if fdef.EtcdPrefix != "/steadystate/v1" || fdef.StatusTTL != 10*time.Second || len(fdef.EtcdEndpoints) != 0 || fdef.Enabled() {
+		t.Fatalf("fleet defaults %+v", fdef)
+	}
+	if host, _ := os.Hostname(); host != "" && fdef.Node != host {
+		t.Errorf("--node defaults to %q, want the hostname %q", fdef.Node, host)
 	}
 	// Either a file or etcd: the defaults plus one of them validate.
 	def.Desired = "desired.yaml"
-	if err := def.Validate(); err != nil {
+	if err := errors.Join(def.Validate(), checkMode(def, fdef)); err != nil {
 		t.Fatalf("the defaults with --desired do not validate: %v", err)
 	}
-	fleet := defaultConfig()
+	fleet := fleetcell.DefaultConfig()
 	fleet.EtcdEndpoints = []string{"127.0.0.1:2379"}
-	if err := fleet.Validate(); err != nil {
+	if err := errors.Join(fleet.Validate(), checkMode(defaultConfig(), fleet)); err != nil {
 		t.Fatalf("the defaults with --etcd-endpoints do not validate: %v", err)
 	}
+	if err := checkMode(def, fleet); err == nil || !strings.HasPrefix(err.Error(), "--desired and --etcd-endpoints:") {
+		t.Errorf("both: %v", err)
+	}
+	if err := checkMode(defaultConfig(), fdef); err == nil || !strings.HasPrefix(err.Error(), "--desired FILE or --etcd-endpoints") {
+		t.Errorf("neither: %v", err)
+	}
+	for flag, edit := range map[string]func(*fleetcell.Config){
+		"--node":       func(c *fleetcell.Config) { c.Node = "" },
+		"--status-ttl": func(c *fleetcell.Config) { c.StatusTTL = time.Second },
+	} {
+		c := fleet
+		edit(&c)
+		if err := c.Validate(); err == nil || !strings.HasPrefix(err.Error(), flag+":") {
+			t.Errorf("%s: Validate = %v, want an error naming the flag", flag, err)
+		}
+	}
 	for flag, edit := range map[string]func(*AgentConfig){
-		"--desired and --etcd-endpoints": func(c *AgentConfig) { c.EtcdEndpoints = []string{"127.0.0.1:2379"} },
-		"--node":                         func(c *AgentConfig) { c.EtcdEndpoints, c.Desired, c.Node = []string{"e:1"}, "", "" },
-		"--status-ttl":                   func(c *AgentConfig) { c.EtcdEndpoints, c.Desired, c.StatusTTL = []string{"e:1"}, "", time.Second },
 		"--reload-interval":              func(c *AgentConfig) { c.ReloadInterval = 0 },
 		"--settle-time":                  func(c *AgentConfig) { c.SettleTime = -time.Millisecond },
 		"--full-reconciliation-interval": func(c *AgentConfig) { c.FullReconciliationInterval = -time.Second },
@@ -69,6 +87,7 @@ func TestConfig(t *testing.T) {
 	}
 	slash := fleet
 	slash.Node = "a/b"
+	// fleetcell's check
 	if err := slash.Validate(); err == nil || !strings.HasPrefix(err.Error(), "--node:") {
 		t.Errorf("--node a/b: Validate = %v, want an error naming the flag", err)
 	}

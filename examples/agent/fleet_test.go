@@ -15,6 +15,7 @@ import (
 
 	"github.com/steadystate/steadystate/etcd"
 	"github.com/steadystate/steadystate/etcd/etcdtest"
+	"github.com/steadystate/steadystate/etcd/fleetcmd"
 	"github.com/steadystate/steadystate/examples/internal/netnstest"
 	"github.com/steadystate/steadystate/examples/internal/netnsutil"
 )
@@ -51,23 +52,23 @@ func (f fleetCLI) apply(file, node string) int64 {
 	return rev
 }
 
-func (f fleetCLI) status() (fleetReport, error) {
+func (f fleetCLI) status() (fleetcmd.Report, error) {
 	out, err := f.run("status", "--format", "json")
 	if err != nil {
-		return fleetReport{}, fmt.Errorf("%v: %s", err, out)
+		return fleetcmd.Report{}, fmt.Errorf("%v: %s", err, out)
 	}
-	var rep fleetReport
+	var rep fleetcmd.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		return fleetReport{}, fmt.Errorf("%v: %s", err, out)
+		return fleetcmd.Report{}, fmt.Errorf("%v: %s", err, out)
 	}
 	return rep, nil
 }
 
 // waitApplied waits until `fleet status` says every one of the nodes has
 // applied the desired state of revision rev.
-func (f fleetCLI) waitApplied(rev int64, nodes ...string) fleetReport {
+func (f fleetCLI) waitApplied(rev int64, nodes ...string) fleetcmd.Report {
 	f.t.Helper()
-	var rep fleetReport
+	var rep fleetcmd.Report
 	waitFor(f.t, fmt.Sprintf("%d nodes applied at revision %d", len(nodes), rev), func() error {
 		var err error
 		if rep, err = f.status(); err != nil {

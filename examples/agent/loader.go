@@ -62,12 +62,8 @@ type loaderParams struct {
 // changed. The file's state (loaded, or rejected and why) is the health
 // scope "desired-file" of the module.
 //
-// In fleet mode (--etcd-endpoints) the loader does nothing: the reflectors
-// of fleet.go fill the tables.
+// It exists in file mode only (fleet mode's cell fills the tables then).
 func newLoader(p loaderParams) (*loader, error) {
-	if p.Config.fleetMode() {
-		return &loader{cfg: p.Config, log: p.Log, reload: make(chan struct{}, 1)}, nil
-	}
 	l := &loader{cfg: p.Config, db: p.DB, sysctls: p.Sysctls, routes: p.Routes, rules: p.Rules, log: p.Log,
 		health: p.Health.NewScope("desired-file"), reload: make(chan struct{}, 1), firstApplied: p.FirstLoad}
 	m, err := newLoaderMetrics(p.Registerer)

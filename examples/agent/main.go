@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/steadystate/steadystate/etcd/fleetcell"
 	"github.com/steadystate/steadystate/hive"
 	"github.com/steadystate/steadystate/hive/cell"
 )
@@ -78,19 +79,19 @@ func runCommand() *cobra.Command {
 		if err := h.Populate(); err != nil {
 			return err
 		}
-		ns, cfg, l := run.ns, run.cfg, run.l
-		if cfg.Desired == "" && !cfg.fleetMode() {
-			return exitError{code: exitUsage, err: errors.New("--desired FILE or --etcd-endpoints HOST:PORT[,...]: give the desired state's source (a file, or the fleet's etcd)")}
+		ns, cfg, l, fleetMode := run.ns, run.cfg, run.l, run.fleet.Enabled()
+		if err := checkMode(cfg, run.fleet); err != nil {
+			return exitError{code: exitUsage, err: err}
 		}
 		// The file is required at start: an agent with nothing loaded
 		// would only wait (and, later, prune everything it finds).
-		if _, err := os.Stat(cfg.Desired); err != nil && !cfg.fleetMode() {
+		if _, err := os.Stat(cfg.Desired); err != nil && !fleetMode {
 			return exitError{code: exitUsage, err: fmt.Errorf("--desired %s: %w (a desired-state file is required at start; write `{}` to it for an empty desired state)", cfg.Desired, err)}
 		}
 		if msg := missingTools(); msg != "" {
 			log.Warn(msg)
 		}
-		if ns.Reexec && cfg.fleetMode() {
+		if ns.Reexec && fleetMode {
 			// The whole agent would run in a network of its own, where
 			// the fleet's etcd is not reachable.
 			return exitError{code: exitUsage, err: errors.New("--etcd-endpoints: fleet mode needs root for its sandbox (unprivileged, the agent runs in a network namespace of its own, away from etcd); run as root, or with --netns NAME")}
@@ -125,7 +126,7 @@ func runCommand() *cobra.Command {
 				h.Shutdown()
 				return
 			}
-			if cfg.fleetMode() {
+			if fleetMode {
 				log.Info("SIGHUP: nothing to read again in fleet mode (the desired state is watched in etcd)")
 				return
 			}
@@ -215,11 +216,21 @@ where NS is "sandbox", "host" or "netns-NAME".`,
 
 // runParts are what the run command needs from the populated hive.
 type runParts struct {
-	ns  *Namespace
-	cfg AgentConfig
-	l   *loader
+	ns    *Namespace
+	cfg   AgentConfig
+	fleet fleetcell.Config
+	l     *loader // nil in fleet mode
+}
+
+// runIn is what take takes: the loader exists in file mode only.
+type runIn struct {
+	cell.In
+	NS     *Namespace
+	Config AgentConfig
+	Fleet  fleetcell.Config
+	Loader *loader `optional:"true"`
 }
 
 // take keeps the parts: an Invoke of the hive, a named method so that
 // `run cells` shows what it is.
-func (p *runParts) take(n *Namespace, c AgentConfig, ld *loader) { p.ns, p.cfg, p.l = n, c, ld }
+func (p *runParts) take(in runIn) { p.ns, p.cfg, p.fleet, p.l = in.NS, in.Config, in.Fleet, in.Loader }

@@ -1,4 +1,4 @@
-package main
+package fleetcmd
 
 import (
 	"context"
@@ -15,13 +15,6 @@ import (
 // defaultWaitTimeout is `fleet status --wait`'s default --timeout.
 const defaultWaitTimeout = 5 * time.Minute
 
-// Exit codes of `fleet status --wait`.
-const (
-	waitApplied  = 0 // every live node applied the revision
-	waitFailed   = 1 // a live node that received it reports an error
-	waitTimedOut = 2 // --timeout passed first
-)
-
 // waitOptions are `fleet status --wait`'s.
 type waitOptions struct {
 	revision int64 // 0: the latest desired state's, when the wait starts
@@ -35,7 +28,7 @@ type waitOptions struct {
 // rev holds for it, or a later one), failed (the nodes, with their
 // errors) when a live node that received it reports objects in Error or
 // Rejected; neither while rep's latest desired state is older than rev.
-func waitVerdict(rep fleetReport, rev int64) (done bool, failed []string) {
+func waitVerdict(rep Report, rev int64) (done bool, failed []string) {
 	if rep.Revision < rev {
 		return false, nil // the state of rev is not written yet
 	}
@@ -55,12 +48,12 @@ func waitVerdict(rep fleetReport, rev int64) (done bool, failed []string) {
 // waitFleet is `fleet status --wait`: it reads the fleet, and again after
 // every change under the prefix (an etcd watch from the revision read),
 // until waitVerdict says done or failed or the timeout passes; then it
-// prints the status last read and returns nil (exit 0) or an exitError of
-// code waitFailed or waitTimedOut.
-func waitFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout, o waitOptions, w io.Writer, format string) error {
+// prints the status last read and returns nil (exit 0) or an ExitError of
+// code WaitFailed or WaitTimedOut.
+func waitFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout, tables []string, o waitOptions, w io.Writer, format string) error {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	rep, err := readFleet(ctx, c, l, o.objects)
+	rep, err := Read(ctx, c, l, tables, o.objects)
 	if err != nil {
 		return err
 	}
@@ -72,12 +65,12 @@ func waitFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout, o waitOpt
 		done, failed := waitVerdict(rep, rev)
 		switch {
 		case len(failed) > 0:
-			if err := printFleet(w, rep, format); err != nil {
+			if err := rep.Print(w, format); err != nil {
 				return err
 			}
-			return exitError{code: waitFailed, err: fmt.Errorf("revision %d: %d live node(s) report errors: %s", rev, len(failed), strings.Join(failed, ", "))}
+			return ExitError{Code: WaitFailed, Err: fmt.Errorf("revision %d: %d live node(s) report errors: %s", rev, len(failed), strings.Join(failed, ", "))}
 		case done:
-			return printFleet(w, rep, format)
+			return rep.Print(w, format)
 		}
 		if o.waiting != nil {
 			o.waiting()
@@ -91,29 +84,29 @@ func waitFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout, o waitOpt
 			}
 		}
 		if ctx.Err() != nil {
-			return waitTimeout(c, l, o, rep, rev, w, format)
+			return waitTimeout(c, l, tables, o, rep, rev, w, format)
 		}
-		if next, err := readFleet(ctx, c, l, o.objects); err == nil {
+		if next, err := Read(ctx, c, l, tables, o.objects); err == nil {
 			rep = next
 		} else if ctx.Err() != nil {
-			return waitTimeout(c, l, o, rep, rev, w, format)
+			return waitTimeout(c, l, tables, o, rep, rev, w, format)
 		}
 	}
 }
 
 // waitTimeout prints the fleet as read once more (or as last read, if
 // etcd does not answer within a few seconds) and returns the timeout's
-// exitError.
-func waitTimeout(c *clientv3.Client, l etcd.Layout, o waitOptions, last fleetReport, rev int64, w io.Writer, format string) error {
+// ExitError.
+func waitTimeout(c *clientv3.Client, l etcd.Layout, tables []string, o waitOptions, last Report, rev int64, w io.Writer, format string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if rep, err := readFleet(ctx, c, l, o.objects); err == nil {
+	if rep, err := Read(ctx, c, l, tables, o.objects); err == nil {
 		last = rep
 	}
-	if err := printFleet(w, last, format); err != nil {
+	if err := last.Print(w, format); err != nil {
 		return err
 	}
-	return exitError{code: waitTimedOut, err: fmt.Errorf("timed out after %v waiting for every live node to apply revision %d: %s", o.timeout, rev, last.Summary)}
+	return ExitError{Code: WaitTimedOut, Err: fmt.Errorf("timed out after %v waiting for every live node to apply revision %d: %s", o.timeout, rev, last.Summary)}
 }
 
 // waitChange returns once a key under prefix changed after revision

@@ -1,4 +1,4 @@
-package main
+package fleetcmd
 
 import (
 	"context"
@@ -18,14 +18,14 @@ import (
 	"github.com/steadystate/steadystate/etcd"
 )
 
-// fleetReport is what `fleet status` prints.
-type fleetReport struct {
+// Report is what `fleet status` prints.
+type Report struct {
 	Summary  string       `json:"summary" yaml:"summary"`
 	Revision int64        `json:"revision" yaml:"revision"` // the latest desired state's
 	Received int          `json:"received" yaml:"received"` // live nodes that received their desired state
 	Applied  int          `json:"applied" yaml:"applied"`   // live nodes that applied it
 	Lost     int          `json:"lost" yaml:"lost"`
-	Nodes    []nodeReport `json:"nodes" yaml:"nodes"` // live and lost, by name
+	Nodes    []NodeReport `json:"nodes" yaml:"nodes"` // live and lost, by name
 	// Warnings name the keys under the prefix the view skipped.
 	Warnings []string `json:"warnings,omitempty" yaml:"warnings,omitempty"`
 	read     int64    // the etcd revision it was read at
@@ -37,7 +37,7 @@ const (
 	nodeLost = "lost"
 )
 
-type nodeReport struct {
+type NodeReport struct {
 	etcd.NodeStatus `yaml:",inline"`
 	// State is "live" (its agent keeps its status) or "lost" (its lease
 	// expired without a clean stop: the status is its last, and what it
@@ -48,7 +48,7 @@ type nodeReport struct {
 	LastSeen     time.Time `json:"lastSeen,omitzero" yaml:"lastSeen,omitempty"`
 	SeenRevision int64     `json:"seenRevision,omitempty" yaml:"seenRevision,omitempty"`
 	// NotDone are the node's objects not Done, by table and name, when it
-	// keeps object statuses (agent run --object-status) and --objects
+	// keeps object statuses (--object-status) and --objects
 	// asked for them.
 	NotDone map[string]map[string]etcd.ObjectStatus `json:"notDone,omitempty" yaml:"notDone,omitempty"`
 	// Desired is the revision of the node's desired state (fleet-wide
@@ -59,41 +59,41 @@ type nodeReport struct {
 	Applied  bool  `json:"applied" yaml:"applied"`
 }
 
-// readFleet reads every node's status, live or lost, and its desired
-// revision.
-func readFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout, objects bool) (fleetReport, error) {
+// Read reads every node's status, live or lost, and its desired revision
+// over tables; with objects, also each live node's objects not Done.
+func Read(ctx context.Context, c *clientv3.Client, l etcd.Layout, tables []string, objects bool) (Report, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	view, err := etcd.Fleet(ctx, c, l)
 	if err != nil {
-		return fleetReport{}, err
+		return Report{}, err
 	}
-	rep := fleetReport{Nodes: []nodeReport{}, read: view.Revision, Lost: len(view.Lost)}
+	rep := Report{Nodes: []NodeReport{}, read: view.Revision, Lost: len(view.Lost)}
 	for _, w := range view.Warnings {
 		rep.Warnings = append(rep.Warnings, w.String())
 	}
 	// The fleet-wide state's revision counts even with no node up.
-	if rep.Revision, err = fleetWideRevision(ctx, c, l); err != nil {
-		return fleetReport{}, err
+	if rep.Revision, err = fleetWideRevision(ctx, c, l, tables); err != nil {
+		return Report{}, err
 	}
-	nodes := make([]nodeReport, 0, len(view.Nodes)+len(view.Lost))
+	nodes := make([]NodeReport, 0, len(view.Nodes)+len(view.Lost))
 	for _, st := range view.Nodes {
-		nodes = append(nodes, nodeReport{NodeStatus: st, State: nodeLive})
+		nodes = append(nodes, NodeReport{NodeStatus: st, State: nodeLive})
 	}
 	for _, lost := range view.Lost {
-		nodes = append(nodes, nodeReport{NodeStatus: lost.NodeStatus, State: nodeLost, LastSeen: lost.LastSeen, SeenRevision: lost.SeenRevision})
+		nodes = append(nodes, NodeReport{NodeStatus: lost.NodeStatus, State: nodeLost, LastSeen: lost.LastSeen, SeenRevision: lost.SeenRevision})
 	}
-	slices.SortFunc(nodes, func(a, b nodeReport) int { return strings.Compare(a.Node, b.Node) })
+	slices.SortFunc(nodes, func(a, b NodeReport) int { return strings.Compare(a.Node, b.Node) })
 	for _, n := range nodes {
-		if n.Desired, err = etcd.DesiredRevision(ctx, c, l, fleetTables, n.Node); err != nil {
-			return fleetReport{}, err
+		if n.Desired, err = etcd.DesiredRevision(ctx, c, l, tables, n.Node); err != nil {
+			return Report{}, err
 		}
 		if n.State == nodeLive {
 			n.Received, n.Applied = n.NodeStatus.Received(n.Desired), n.NodeStatus.Applied(n.Desired)
 		}
 		if objects && n.State == nodeLive {
 			if n.NotDone, err = notDone(ctx, c, l, n.Node, &rep); err != nil {
-				return fleetReport{}, err
+				return Report{}, err
 			}
 		}
 		if n.Received {
@@ -111,7 +111,7 @@ func readFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout, objects b
 
 // notDone reads node's object statuses not Done; keys skipped go to
 // rep's warnings.
-func notDone(ctx context.Context, c *clientv3.Client, l etcd.Layout, node string, rep *fleetReport) (map[string]map[string]etcd.ObjectStatus, error) {
+func notDone(ctx context.Context, c *clientv3.Client, l etcd.Layout, node string, rep *Report) (map[string]map[string]etcd.ObjectStatus, error) {
 	all, warnings, err := etcd.ObjectStatuses(ctx, c, l, node)
 	if err != nil {
 		return nil, err
@@ -141,9 +141,9 @@ func notDone(ctx context.Context, c *clientv3.Client, l etcd.Layout, node string
 // desired state: the latest ModRevision of the tables' current keys of
 // scope all (as etcd.DesiredRevision, which always adds a node's scope),
 // read in one transaction.
-func fleetWideRevision(ctx context.Context, c *clientv3.Client, l etcd.Layout) (int64, error) {
+func fleetWideRevision(ctx context.Context, c *clientv3.Client, l etcd.Layout, tables []string) (int64, error) {
 	var ops []clientv3.Op
-	for _, t := range fleetTables {
+	for _, t := range tables {
 		ops = append(ops, clientv3.OpGet(l.Current(t, etcd.ScopeAll)))
 	}
 	resp, err := c.Txn(ctx).Then(ops...).Commit()
@@ -159,9 +159,9 @@ func fleetWideRevision(ctx context.Context, c *clientv3.Client, l etcd.Layout) (
 	return rev, nil
 }
 
-// printFleet writes rep as a table (then the objects not Done, the
-// warnings, and the summary last), JSON or YAML.
-func printFleet(w io.Writer, rep fleetReport, format string) error {
+// Print writes rep as a table (then the objects not Done, the warnings,
+// and the summary last), JSON or YAML.
+func (rep Report) Print(w io.Writer, format string) error {
 	switch format {
 	case "json":
 		b, err := json.Marshal(rep)

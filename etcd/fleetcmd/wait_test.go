@@ -1,4 +1,4 @@
-package main
+package fleetcmd
 
 import (
 	"bytes"
@@ -31,7 +31,7 @@ func newFleetFixture(t *testing.T, cl *etcdtest.Cluster) *fleetFixture {
 	t.Helper()
 	f := &fleetFixture{t: t, c: cl.Client(), eps: strings.Join(cl.Endpoints(), ","), l: etcd.Layout{Prefix: "/wait/" + t.Name()}}
 	tables := map[string]map[string][]byte{}
-	for _, table := range fleetTables {
+	for _, table := range testTables {
 		tables[table] = map[string][]byte{"o": []byte(table)}
 	}
 	var err error
@@ -64,13 +64,22 @@ func (f *fleetFixture) lost(name string, rev int64) {
 // run runs `fleet ARGS` in the process and returns its exit code, stdout
 // and stderr.
 func (f *fleetFixture) run(args ...string) (int, string, string) {
-	cmd := fleetCommand()
-	cmd.SilenceUsage = true
+	cmd := Command(testConfig)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
 	var out, errOut bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(&errOut)
 	cmd.SetArgs(append(args, "--etcd-endpoints", f.eps, "--etcd-prefix", f.l.Prefix))
-	return execute(cmd), out.String(), errOut.String()
+	code := 0
+	if err := cmd.Execute(); err != nil {
+		code = 1
+		var exit ExitError
+		if errors.As(err, &exit) {
+			code = exit.Code
+		}
+		fmt.Fprintln(&errOut, err)
+	}
+	return code, out.String(), errOut.String()
 }
 
 func lastLine(s string) string {
@@ -94,7 +103,7 @@ func TestFleetStatusWait(t *testing.T) {
 		f.lost("n3", f.rev-1)
 		code, out, errOut := f.run("status", "--wait", "--timeout", "30s")
 		want := fmt.Sprintf("applied on 2 of 3 nodes at revision %d (1 lost)", f.rev)
-		if code != waitApplied || lastLine(out) != want {
+		if code != 0 || lastLine(out) != want {
 			t.Fatalf("exit %d, want 0; last line %q, want %q\n%s%s", code, lastLine(out), want, out, errOut)
 		}
 	})
@@ -104,7 +113,7 @@ func TestFleetStatusWait(t *testing.T) {
 		f.node("n1", etcd.NodeStatus{Revision: f.rev, Objects: done(3)})
 		f.node("n2", etcd.NodeStatus{Revision: f.rev, Objects: map[string]int{"Done": 2, "Error": 1}, Errors: []string{"routes 254/10.0.0.0/8/0: boom"}})
 		code, out, errOut := f.run("status", "--wait", "--timeout", "30s")
-		if code != waitFailed || !strings.Contains(errOut, "n2 (Error=1") || !strings.Contains(errOut, "boom") ||
+		if code != WaitFailed || !strings.Contains(errOut, "n2 (Error=1") || !strings.Contains(errOut, "boom") ||
 			lastLine(out) != fmt.Sprintf("applied on 1 of 2 nodes at revision %d", f.rev) {
 			t.Fatalf("exit %d, want 1 naming n2\n%s%s", code, out, errOut)
 		}
@@ -113,7 +122,7 @@ func TestFleetStatusWait(t *testing.T) {
 	t.Run("rejected", func(t *testing.T) {
 		f := newFleetFixture(t, cl)
 		f.node("n1", etcd.NodeStatus{Revision: f.rev, Objects: map[string]int{"Done": 2, etcd.Rejected: 1}})
-		if code, out, errOut := f.run("status", "--wait", "--timeout", "30s"); code != waitFailed || !strings.Contains(errOut, "Rejected=1") {
+		if code, out, errOut := f.run("status", "--wait", "--timeout", "30s"); code != WaitFailed || !strings.Contains(errOut, "Rejected=1") {
 			t.Fatalf("exit %d, want 1\n%s%s", code, out, errOut)
 		}
 	})
@@ -126,7 +135,7 @@ func TestFleetStatusWait(t *testing.T) {
 		f.node("n3", etcd.NodeStatus{Revision: f.rev - 1, Objects: map[string]int{"Done": 2, "Error": 1}})
 		start := time.Now()
 		code, out, errOut := f.run("status", "--wait", "--timeout", "500ms")
-		if code != waitTimedOut || !strings.Contains(errOut, "timed out after 500ms") || !strings.Contains(out, "NODE") ||
+		if code != WaitTimedOut || !strings.Contains(errOut, "timed out after 500ms") || !strings.Contains(out, "NODE") ||
 			lastLine(out) != fmt.Sprintf("applied on 1 of 3 nodes at revision %d", f.rev) {
 			t.Fatalf("exit %d, want 2 with the table\n%s%s", code, out, errOut)
 		}
@@ -138,7 +147,7 @@ func TestFleetStatusWait(t *testing.T) {
 	t.Run("a revision not written yet", func(t *testing.T) {
 		f := newFleetFixture(t, cl)
 		f.node("n1", etcd.NodeStatus{Revision: f.rev + 100, Objects: done(3)})
-		if code, out, errOut := f.run("status", "--wait", "--revision", fmt.Sprint(f.rev+100), "--timeout", "300ms"); code != waitTimedOut {
+		if code, out, errOut := f.run("status", "--wait", "--revision", fmt.Sprint(f.rev+100), "--timeout", "300ms"); code != WaitTimedOut {
 			t.Fatalf("exit %d, want 2: the desired state of revision %d does not exist\n%s%s", code, f.rev+100, out, errOut)
 		}
 	})
@@ -146,11 +155,12 @@ func TestFleetStatusWait(t *testing.T) {
 	t.Run("usage", func(t *testing.T) {
 		f := newFleetFixture(t, cl)
 		for _, args := range [][]string{{"status", "--revision", "3"}, {"status", "--timeout", "1s"}, {"status", "--wait", "--timeout", "0s"}} {
-			if code, _, errOut := f.run(args...); code != exitUsage || errOut == "" {
-				t.Errorf("%v: exit %d (%s), want %d", args, code, errOut, exitUsage)
+			if code, _, errOut := f.run(args...); code != ExitUsage || errOut == "" {
+				t.Errorf("%v: exit %d (%s), want %d", args, code, errOut, ExitUsage)
 			}
 		}
-		if def := fleetStatusCommand(&etcdOptions{}).Flags().Lookup("timeout").DefValue; def != defaultWaitTimeout.String() || defaultWaitTimeout != 5*time.Minute {
+		status, _, _ := Command(testConfig).Find([]string{"status"})
+		if def := status.Flags().Lookup("timeout").DefValue; def != defaultWaitTimeout.String() || defaultWaitTimeout != 5*time.Minute {
 			t.Errorf("--timeout defaults to %s, documented 5m", def)
 		}
 	})
@@ -168,7 +178,7 @@ func TestFleetStatusWait(t *testing.T) {
 			}
 		}}
 		var out bytes.Buffer
-		err := waitFleet(t.Context(), f.c, f.l, o, &out, "table")
+		err := waitFleet(t.Context(), f.c, f.l, testTables, o, &out, "table")
 		if waits < 1 {
 			t.Fatalf("it never waited: %v\n%s", err, out.String())
 		}
@@ -186,8 +196,8 @@ func TestFleetStatusWait(t *testing.T) {
 		err := follow(t, func(f *fleetFixture, p *etcd.Publisher) {
 			p.Publish(etcd.NodeStatus{Revision: f.rev, Objects: map[string]int{"Done": 2, "Error": 1}})
 		})
-		var exit exitError
-		if !errors.As(err, &exit) || exit.code != waitFailed {
+		var exit ExitError
+		if !errors.As(err, &exit) || exit.Code != WaitFailed {
 			t.Fatalf("%v, want exit 1", err)
 		}
 	})

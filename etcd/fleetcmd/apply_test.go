@@ -1,10 +1,11 @@
-package main
+package fleetcmd
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,17 +16,37 @@ import (
 	"github.com/steadystate/steadystate/etcd/etcdtest"
 )
 
+// testTables are the tables of the tests' program.
+var testTables = []string{"sysctls", "routes", "rules"}
+
+// testConfig is the command set of a program whose desired file has a line
+// "TABLE NAME VALUE" per object (no spaces within).
+var testConfig = Config{Tables: testTables, Decode: decodeLines, Program: "test"}
+
+func decodeLines(path string, data []byte) (map[string]map[string][]byte, error) {
+	out := map[string]map[string][]byte{}
+	for i, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 || !slices.Contains(testTables, f[0]) {
+			return nil, fmt.Errorf("%s:%d: want TABLE NAME VALUE with a table of %v, have %q", path, i+1, testTables, line)
+		}
+		if out[f[0]] == nil {
+			out[f[0]] = map[string][]byte{}
+		}
+		out[f[0]][f[1]] = []byte(f[2])
+	}
+	for _, t := range testTables {
+		if out[t] == nil {
+			out[t] = map[string][]byte{}
+		}
+	}
+	return out, nil
+}
+
 // desiredTables is a desired file's objects as `fleet apply` writes them.
-func desiredTables(t *testing.T, yaml string) map[string]map[string][]byte {
+func desiredTables(t *testing.T, file string) map[string]map[string][]byte {
 	t.Helper()
-	f, err := decodeDesired("test.yaml", []byte(yaml))
-	if err == nil {
-		err = validateDesired("test.yaml", f)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := desiredObjects(f)
+	objs, err := decodeLines("test", []byte(file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +66,7 @@ func fleetState(t *testing.T, c *clientv3.Client, l etcd.Layout) map[string]map[
 		keys[string(kv.Key)] = kv.Value
 	}
 	out := map[string]map[string][]byte{}
-	for _, table := range fleetTables {
+	for _, table := range testTables {
 		out[table] = map[string][]byte{}
 		gen, ok := keys[l.Current(table, etcd.ScopeAll)]
 		if !ok {
@@ -71,45 +92,20 @@ func sameTables(a, b map[string]map[string][]byte) bool {
 // changes a sysctl only, the other adds a route only.
 const (
 	raceStart = `
-sysctls:
-  - name: net.ipv4.ip_forward
-    value: "1"
-routes:
-  - prefix: 192.0.2.0/24
-    type: blackhole
-rules:
-  - table: filter
-    chain: INPUT
-    name: allow-ssh
-    spec: -p tcp --dport 22 -j ACCEPT
+sysctls net.ipv4.ip_forward 1
+routes 192.0.2.0%2F24 blackhole
+rules filter%2FINPUT%2Fallow-ssh accept
 `
 	raceSysctl = `
-sysctls:
-  - name: net.ipv4.ip_forward
-    value: "0"
-routes:
-  - prefix: 192.0.2.0/24
-    type: blackhole
-rules:
-  - table: filter
-    chain: INPUT
-    name: allow-ssh
-    spec: -p tcp --dport 22 -j ACCEPT
+sysctls net.ipv4.ip_forward 0
+routes 192.0.2.0%2F24 blackhole
+rules filter%2FINPUT%2Fallow-ssh accept
 `
 	raceRoute = `
-sysctls:
-  - name: net.ipv4.ip_forward
-    value: "1"
-routes:
-  - prefix: 192.0.2.0/24
-    type: blackhole
-  - prefix: 203.0.113.0/24
-    type: unreachable
-rules:
-  - table: filter
-    chain: INPUT
-    name: allow-ssh
-    spec: -p tcp --dport 22 -j ACCEPT
+sysctls net.ipv4.ip_forward 1
+routes 192.0.2.0%2F24 blackhole
+routes 203.0.113.0%2F24 unreachable
+rules filter%2FINPUT%2Fallow-ssh accept
 `
 )
 

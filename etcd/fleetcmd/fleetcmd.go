@@ -1,4 +1,4 @@
-package main
+package fleetcmd
 
 import (
 	"context"
@@ -17,104 +17,161 @@ import (
 	"github.com/steadystate/steadystate/etcd"
 )
 
-// fleetCommand is `agent fleet`: the fleet's desired state and status in
-// etcd, for the operator (agents in fleet mode read and write the same
-// keys; see fleet.go).
-func fleetCommand() *cobra.Command {
+// Config is what the command set needs of the program.
+type Config struct {
+	// Tables are the program's tables as named in etcd: apply writes them,
+	// status reads their desired revisions. Required.
+	Tables []string
+	// Decode reads a desired-state file (its path and contents) into each
+	// table's objects (name → value, as the program's agents decode them
+	// in fleet mode), validated as the program validates its desired
+	// state; its error should name the file, the line and the entry. A
+	// table of Tables missing from the result is emptied. Required.
+	Decode func(path string, data []byte) (map[string]map[string][]byte, error)
+	// Program names the program in the help, e.g. "agent" (default
+	// "the program").
+	Program string
+}
+
+// Command returns `fleet` with its subcommands apply, status, watch and
+// forget, over the etcd named by the --etcd-* flags: the operator's side of
+// fleet mode, which any cobra root mounts (as statedbcmd's db). Errors that
+// choose an exit code implement ExitCode() int (ExitError).
+func Command(cfg Config) *cobra.Command {
+	prog := cfg.Program
+	if prog == "" {
+		prog = "the program"
+	}
 	cmd := &cobra.Command{
 		Use:   "fleet",
 		Short: "The fleet in etcd: apply a desired file to every node or one, see what is applied where",
-		Long: `The fleet's desired state and status in etcd, shared by every agent run with
---etcd-endpoints. Each table's objects are kept fleet-wide (every node) and
-per node (one node; where both have an object of the same name, the node's
-wins).
+		Long: `The fleet's desired state and status in etcd, shared by every node of ` + prog + ` in
+fleet mode (--etcd-endpoints). Each table's objects are kept fleet-wide
+(every node) and per node (one node; where both have an object of the same
+name, the node's wins).
 
-  agent fleet apply -f desired.yaml [--node NAME]   replace the desired state (fleet-wide, or one node's)
-  agent fleet status [--wait]                        every node, live or lost: revision reached, received, applied, errors
-  agent fleet watch                                  the same, again at every change
-  agent fleet forget NODE                            stop listing a lost node
+  fleet apply -f FILE [--node NAME]   replace the desired state (fleet-wide, or one node's)
+  fleet status [--wait]               every node, live or lost: revision reached, received, applied, errors
+  fleet watch                         the same, again at every change
+  fleet forget NODE                   stop listing a lost node
 
 Every command refuses a prefix whose layout version (PREFIX/layout) it does
 not know, rather than misread it.`,
 	}
-	var opts etcdOptions
-	opts.flags(cmd.PersistentFlags())
-	cmd.AddCommand(fleetApplyCommand(&opts), fleetStatusCommand(&opts), fleetWatchCommand(&opts), fleetForgetCommand(&opts))
+	opts := &etcd.ClientOptions{Prefix: etcd.DefaultPrefix}
+	opts.Flags(cmd.PersistentFlags())
+	c := &commands{cfg: cfg, opts: opts}
+	cmd.AddCommand(c.apply(), c.status(), c.watch(), c.forget())
 	return cmd
 }
 
-// fleetApplyCommand is `agent fleet apply`.
-func fleetApplyCommand(opts *etcdOptions) *cobra.Command {
+// commands holds what the subcommands share.
+type commands struct {
+	cfg  Config
+	opts *etcd.ClientOptions
+}
+
+// Exit codes of the command set.
+const (
+	ExitUsage = 2 // a bad flag or argument
+
+	// `fleet status --wait`: 0 when every live node applied the revision.
+	WaitFailed   = 1 // a live node that received it reports an error
+	WaitTimedOut = 2 // --timeout passed first
+)
+
+// ExitError ends a command with an exit code.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e ExitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit status %d", e.Code)
+	}
+	return e.Err.Error()
+}
+
+func (e ExitError) Unwrap() error { return e.Err }
+
+// ExitCode is the process's exit code.
+func (e ExitError) ExitCode() int { return e.Code }
+
+// apply is `fleet apply`.
+func (c *commands) apply() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE [--node NAME]",
-		Short: "Validate a desired-state file like an agent's loader and make it the fleet's (or one node's) desired state",
-		Long: `Validate a desired-state file exactly as an agent's loader does and make it
+		Short: "Validate a desired-state file as a node does and make it the fleet's (or one node's) desired state",
+		Long: `Validate a desired-state file exactly as a node does and make it
 the desired state of every node (or, with --node, of that node alone),
 replacing what that scope held: objects not in the file are removed.
 
-A file that does not parse or validate writes nothing. The three tables'
+A file that does not parse or validate writes nothing. The tables'
 new state is written with etcd.ApplyTables: a small change in one
 transaction, a large one staged under new generations and put in force by
-one transaction for all of them, so that an agent sees the old or the new
+one transaction for all of them, so that a node sees the old or the new
 state whole, never a mix; a failure leaves the old state in force.
 
-The apply is declarative: the file's whole state, all three tables, goes in
-force or none of it. If another apply wrote any of the three tables of the
+The apply is declarative: the file's whole state, every table, goes in
+force or none of it. If another apply wrote any of the tables of the
 scope between this one's read and its commit (a conflict), it reads again
 and retries, at most ` + fmt.Sprint(maxApplyRetries) + ` times, and says so on stderr; so two
 concurrent applies of different files end with one file's state in force,
 never a mix. Its last line says the etcd revision at which the file's state
 went into force ("... in force at revision R"), and whether it retried;
-` + "`agent fleet status`" + ` says which nodes have applied it.`,
+` + "`fleet status`" + ` says which nodes have applied it.`,
 		Args: cobra.NoArgs,
 	}
 	file := cmd.Flags().StringP("filename", "f", "", "the desired-state file (YAML, or JSON if it ends in .json)")
 	node := cmd.Flags().String("node", "", "apply to this node alone (default: every node)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if *file == "" {
-			return exitError{code: exitUsage, err: errors.New("-f: give the desired-state file to apply")}
+			return ExitError{Code: ExitUsage, Err: errors.New("-f: give the desired-state file to apply")}
 		}
 		data, err := os.ReadFile(*file)
 		if err != nil {
 			return err
 		}
-		f, err := decodeDesired(*file, data)
-		if err == nil {
-			err = validateDesired(*file, f)
-		}
+		objects, err := c.cfg.Decode(*file, data)
 		if err != nil {
 			return fmt.Errorf("not applied: %w", err)
 		}
-		objects, err := desiredObjects(f)
-		if err != nil {
-			return fmt.Errorf("not applied: %w", err)
+		for _, t := range c.cfg.Tables {
+			if objects[t] == nil {
+				objects[t] = map[string][]byte{}
+			}
 		}
 		if cmd.Flags().Changed("node") && *node == "" {
-			return exitError{code: exitUsage, err: errors.New("--node \"\": give a node name, or leave --node out to apply to every node")}
+			return ExitError{Code: ExitUsage, Err: errors.New("--node \"\": give a node name, or leave --node out to apply to every node")}
 		}
 		if strings.ContainsAny(*node, "/\x00") {
-			return exitError{code: exitUsage, err: fmt.Errorf("--node %q: a node name has no '/'", *node)}
+			return ExitError{Code: ExitUsage, Err: fmt.Errorf("--node %q: a node name has no '/'", *node)}
 		}
 		scope := etcd.ScopeAll
 		if *node != "" {
 			scope = etcd.NodeScope(*node)
 		}
-		c, err := opts.client()
+		client, err := c.opts.Client()
 		if err != nil {
 			return err
 		}
-		defer c.Close()
+		defer client.Close()
 		ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 		defer cancel()
-		rev, retries, err := applyWhole(ctx, c, opts.layout(), scope, objects, func(attempt int, err error) {
+		rev, retries, err := applyWhole(ctx, client, c.opts.Layout(), scope, objects, func(attempt int, err error) {
 			fmt.Fprintf(cmd.ErrOrStderr(), "another apply to %s came first (%v); reading again and retrying (%d of %d)\n",
 				scopeName(*node), err, attempt, maxApplyRetries)
 		})
 		if err != nil {
 			return fmt.Errorf("applying %s to %s (nothing of it is in force): %w", *file, scopeName(*node), err)
 		}
-		fmt.Fprintf(cmd.OutOrStdout(), "applied %s to %s: %d sysctls, %d routes, %d rules; in force at revision %d%s\n",
-			*file, scopeName(*node), len(f.Sysctls), len(f.Routes), len(f.Rules), rev, retried(retries))
+		var counts []string
+		for _, t := range c.cfg.Tables {
+			counts = append(counts, fmt.Sprintf("%d %s", len(objects[t]), t))
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "applied %s to %s: %s; in force at revision %d%s\n",
+			*file, scopeName(*node), strings.Join(counts, ", "), rev, retried(retries))
 		return nil
 	}
 	return cmd
@@ -161,23 +218,25 @@ func scopeName(node string) string {
 	return "node " + node
 }
 
-// checkFormat is the check of fleet's --format: an exit-2 usage error.
+// checkFormat is the check of --format (table, json or yaml): an exit-2
+// usage error.
 func checkFormat(format string) error {
-	if err := validFormat(format); err != nil {
-		return exitError{code: exitUsage, err: err}
+	switch format {
+	case "table", "json", "yaml":
+		return nil
 	}
-	return nil
+	return ExitError{Code: ExitUsage, Err: fmt.Errorf("--format %q: must be one of table, json, yaml", format)}
 }
 
-// fleetStatusCommand is `agent fleet status`.
-func fleetStatusCommand(opts *etcdOptions) *cobra.Command {
+// status is `fleet status`.
+func (c *commands) status() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status [--wait [--revision R] [--timeout D]]",
 		Short: `Every node, live or lost: revision reached, received, applied, errors; and "applied on N of M nodes at revision R"`,
 		Long: `Print every node of the fleet: the live ones (their agent keeps their status
 under a lease) and the lost ones (their lease expired without a clean stop:
 a crash, a partition longer than --status-ttl), each lost node with its last
-status and when it was last seen, until ` + "`agent fleet forget NODE`" + `; a node
+status and when it was last seen, until ` + "`fleet forget NODE`" + `; a node
 whose agent stopped cleanly is not listed. For each: the etcd revision it
 has reached, the revision of its desired state (the fleet-wide one and its
 own), whether it received it (its tables hold it: it reached that
@@ -207,35 +266,35 @@ node that received it reports an error (objects in Error or Rejected), and
 			return err
 		}
 		if !*wait && (cmd.Flags().Changed("revision") || cmd.Flags().Changed("timeout")) {
-			return exitError{code: exitUsage, err: errors.New("--revision and --timeout go with --wait")}
+			return ExitError{Code: ExitUsage, Err: errors.New("--revision and --timeout go with --wait")}
 		}
 		if *revision < 0 || *timeout <= 0 {
-			return exitError{code: exitUsage, err: fmt.Errorf("--revision %d, --timeout %v: give a revision >= 0 and a timeout > 0", *revision, *timeout)}
+			return ExitError{Code: ExitUsage, Err: fmt.Errorf("--revision %d, --timeout %v: give a revision >= 0 and a timeout > 0", *revision, *timeout)}
 		}
-		c, err := opts.client()
+		client, err := c.opts.Client()
 		if err != nil {
 			return err
 		}
-		defer c.Close()
+		defer client.Close()
 		if *wait {
-			return waitFleet(cmd.Context(), c, opts.layout(), waitOptions{revision: *revision, timeout: *timeout, objects: *objects},
+			return waitFleet(cmd.Context(), client, c.opts.Layout(), c.cfg.Tables, waitOptions{revision: *revision, timeout: *timeout, objects: *objects},
 				cmd.OutOrStdout(), *format)
 		}
-		rep, err := readFleet(cmd.Context(), c, opts.layout(), *objects)
+		rep, err := Read(cmd.Context(), client, c.opts.Layout(), c.cfg.Tables, *objects)
 		if err != nil {
 			return err
 		}
-		return printFleet(cmd.OutOrStdout(), rep, *format)
+		return rep.Print(cmd.OutOrStdout(), *format)
 	}
 	return cmd
 }
 
-// fleetForgetCommand is `agent fleet forget`.
-func fleetForgetCommand(opts *etcdOptions) *cobra.Command {
+// forget is `fleet forget`.
+func (c *commands) forget() *cobra.Command {
 	return &cobra.Command{
 		Use:   "forget NODE",
 		Short: "Stop listing a lost node (its lease expired without a clean stop); refused for a live node",
-		Long: `Remove a lost node's record: ` + "`agent fleet status`" + ` no longer lists it. A node is
+		Long: `Remove a lost node's record: ` + "`fleet status`" + ` no longer lists it. A node is
 lost when its agent's lease expired without a clean stop (a crash, a
 partition longer than --status-ttl); it stays listed, with its last status
 and when it was last seen, until it runs again or is forgotten. A live node
@@ -244,17 +303,17 @@ record). An agent may run again under a forgotten (or lost) name at any
 time.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := opts.client()
+			client, err := c.opts.Client()
 			if err != nil {
 				return err
 			}
-			defer c.Close()
+			defer client.Close()
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
-			if err := etcd.CheckLayout(ctx, c, opts.layout()); err != nil {
+			if err := etcd.CheckLayout(ctx, client, c.opts.Layout()); err != nil {
 				return err
 			}
-			if err := etcd.Forget(ctx, c, opts.layout(), args[0]); err != nil {
+			if err := etcd.Forget(ctx, client, c.opts.Layout(), args[0]); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "forgot node %s: it is no longer listed\n", args[0])
@@ -263,8 +322,8 @@ time.`,
 	}
 }
 
-// fleetWatchCommand is `agent fleet watch`.
-func fleetWatchCommand(opts *etcdOptions) *cobra.Command {
+// watch is `fleet watch`.
+func (c *commands) watch() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "watch",
 		Short: "Print the fleet status, then again whenever a node's status or the desired state changes (Ctrl-C ends)",
@@ -275,14 +334,14 @@ func fleetWatchCommand(opts *etcdOptions) *cobra.Command {
 		if err := checkFormat(*format); err != nil {
 			return err
 		}
-		c, err := opts.client()
+		client, err := c.opts.Client()
 		if err != nil {
 			return err
 		}
-		defer c.Close()
+		defer client.Close()
 		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		return watchFleet(ctx, c, opts.layout(), cmd.OutOrStdout(), *format)
+		return watchFleet(ctx, client, c.opts.Layout(), c.cfg.Tables, cmd.OutOrStdout(), cmd.ErrOrStderr(), *format)
 	}
 	return cmd
 }
@@ -293,22 +352,22 @@ func fleetWatchCommand(opts *etcdOptions) *cobra.Command {
 // node whose lease expired, etcd unreachable: said on stderr), until ctx
 // ends. A lost watch is opened again. A layout version it does not know
 // ends it with that error.
-func watchFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout, w io.Writer, format string) error {
+func watchFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout, tables []string, w, errw io.Writer, format string) error {
 	prefix := l.Root()
 	var last string
 	var rev int64
 	show := func() error {
-		rep, err := readFleet(ctx, c, l, false)
+		rep, err := Read(ctx, c, l, tables, false)
 		if errors.Is(err, etcd.ErrUnknownLayout) {
 			return err
 		}
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "reading the fleet: %v (trying again)\n", err)
+			fmt.Fprintf(errw, "reading the fleet: %v (trying again)\n", err)
 			return err
 		}
 		rev = rep.read
 		var b strings.Builder
-		if err := printFleet(&b, rep, format); err != nil {
+		if err := rep.Print(&b, format); err != nil {
 			return err
 		}
 		if b.String() == last {
