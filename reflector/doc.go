@@ -46,7 +46,11 @@
 //     revisions), or
 //   - the source has been quiet for BatchInterval after its last event (a
 //     source sends the events of one revision without a pause, or marks
-//     their end with a Progress).
+//     their end with a Progress). Quiet is measured while the reflector
+//     listens: the time it spends committing does not count, and an event
+//     ready when the timer fires goes first. A source that breaks the
+//     contract (an event of a revision already taken as whole by quiet)
+//     makes the reflector list again, so that nothing is lost.
 //
 // A Progress, or a batch of BatchSize events of whole revisions, is
 // committed at once; otherwise the events of whole revisions wait at most

@@ -237,6 +237,53 @@ func (m *Multi[In]) watch(ctx context.Context) (string, error) {
 			timer.Reset(time.Until(d))
 		}
 	}
+	// handle takes one event of the watch; it returns the reason to list
+	// again, or "" to go on.
+	handle := func(ev Event[In], ok bool) string {
+		if !ok {
+			m.flush()
+			m.advance()
+			return "watch-lost"
+		}
+		switch ev.Kind {
+		case Progress:
+			m.pend.progress(ev.Revision)
+			m.flush()
+			m.advance()
+			rearm()
+			return ""
+		case Resync:
+			m.cfg.Metrics.Events(m.cfg.Name, 1)
+			m.flush()
+			m.advance()
+			return "resync"
+		case Put, Delete:
+			m.cfg.Metrics.Events(m.cfg.Name, 1)
+		default:
+			m.cfg.Logger.Warn("Ignored an event of unknown kind", "kind", ev.Kind, "key", ev.Key)
+			return ""
+		}
+		switch m.pend.add(ev, time.Now()) {
+		case stale:
+			return "" // replayed, or older than what came
+		case late:
+			// The source paused within a revision for longer than
+			// BatchInterval, against its contract, and part of the
+			// revision was taken as whole: list again rather than lose
+			// the rest.
+			m.cfg.Logger.Warn("The source paused within a revision for longer than the batch interval; listing again",
+				"revision", ev.Revision, "interval", interval)
+			m.flush()
+			m.advance()
+			return "resync"
+		}
+		if m.pend.ready >= m.cfg.BatchSize {
+			m.flush()
+		}
+		m.advance()
+		rearm()
+		return ""
+	}
 	for {
 		var timerC <-chan time.Time
 		if armed {
@@ -246,6 +293,18 @@ func (m *Multi[In]) watch(ctx context.Context) (string, error) {
 		case <-ctx.Done():
 			return "", nil
 		case <-timerC:
+			armed = false
+			// An event ready at the same time goes first: the timer
+			// may have been set while a commit held the reflector.
+			select {
+			case ev, ok := <-events:
+				if reason := handle(ev, ok); reason != "" {
+					return reason, nil
+				}
+				rearm()
+				continue
+			default:
+			}
 			now := time.Now()
 			m.pend.expire(now, interval)
 			if m.pend.due(now, interval) {
@@ -254,37 +313,9 @@ func (m *Multi[In]) watch(ctx context.Context) (string, error) {
 			m.advance()
 			rearm()
 		case ev, ok := <-events:
-			if !ok {
-				m.flush()
-				m.advance()
-				return "watch-lost", nil
+			if reason := handle(ev, ok); reason != "" {
+				return reason, nil
 			}
-			switch ev.Kind {
-			case Progress:
-				m.pend.completeTo(ev.Revision)
-				m.flush()
-				m.advance()
-				rearm()
-				continue
-			case Resync:
-				m.cfg.Metrics.Events(m.cfg.Name, 1)
-				m.flush()
-				m.advance()
-				return "resync", nil
-			case Put, Delete:
-				m.cfg.Metrics.Events(m.cfg.Name, 1)
-			default:
-				m.cfg.Logger.Warn("Ignored an event of unknown kind", "kind", ev.Kind, "key", ev.Key)
-				continue
-			}
-			if !m.pend.add(ev, time.Now()) {
-				continue // replayed, or older than what came
-			}
-			if m.pend.ready >= m.cfg.BatchSize {
-				m.flush()
-			}
-			m.advance()
-			rearm()
 		}
 	}
 }
@@ -292,7 +323,9 @@ func (m *Multi[In]) watch(ctx context.Context) (string, error) {
 // flush commits the events of whole revisions.
 func (m *Multi[In]) flush() {
 	if evs, since := m.pend.take(); len(evs) > 0 {
+		start := time.Now()
 		m.commit(evs, since, false)
+		m.pend.busy(time.Since(start))
 	}
 }
 

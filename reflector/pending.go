@@ -12,7 +12,8 @@ type pending[In any] struct {
 	ready    int
 	complete uint64    // every event at or below it was received
 	last     uint64    // the revision of the latest event received
-	lastAt   time.Time // when it came
+	lastAt   time.Time // when it came, moved on by the time the reflector spent committing since
+	quiet    uint64    // the revision last made whole by quiet (expire)
 	// latest is take's scratch map: the index of each key's latest event.
 	latest map[tableKey]int
 }
@@ -29,14 +30,25 @@ type tableKey struct{ table, key string }
 func (p *pending[In]) reset(rev uint64) {
 	clear(p.events)
 	p.events, p.ready = p.events[:0], 0
-	p.complete, p.last = rev, rev
+	p.complete, p.last, p.quiet = rev, rev, 0
 }
 
-// add takes a Put or Delete; it returns false for a stale event (of a
-// revision known whole, or older than the latest), which is dropped.
-func (p *pending[In]) add(ev Event[In], now time.Time) bool {
+// What add did with an event.
+type addResult uint8
+
+const (
+	added addResult = iota
+	stale           // of a revision known whole, or older than the latest: dropped
+	late            // of the revision quiet made whole: the source paused within it
+)
+
+// add takes a Put or Delete.
+func (p *pending[In]) add(ev Event[In], now time.Time) addResult {
+	if ev.Revision == p.quiet && ev.Revision == p.last {
+		return late
+	}
 	if ev.Revision <= p.complete || ev.Revision < p.last {
-		return false
+		return stale
 	}
 	if ev.Revision > p.last {
 		p.completeTo(ev.Revision - 1) // the revisions before it are whole
@@ -44,7 +56,25 @@ func (p *pending[In]) add(ev Event[In], now time.Time) bool {
 	}
 	p.events = append(p.events, timedEvent[In]{Event: ev, at: now})
 	p.lastAt = now
-	return true
+	return added
+}
+
+// busy says that the reflector did not listen for d (a commit): quiet is
+// measured only while it listens, so a slow commit never makes the open
+// revision look whole.
+func (p *pending[In]) busy(d time.Duration) {
+	if p.ready < len(p.events) {
+		p.lastAt = p.lastAt.Add(d)
+	}
+}
+
+// progress records the source's word that every event at or below rev was
+// sent.
+func (p *pending[In]) progress(rev uint64) {
+	if rev >= p.quiet {
+		p.quiet = 0 // what comes at that revision now is a duplicate
+	}
+	p.completeTo(rev)
 }
 
 // completeTo records that every event at or below rev was received.
@@ -63,6 +93,7 @@ func (p *pending[In]) completeTo(rev uint64) {
 func (p *pending[In]) expire(now time.Time, interval time.Duration) {
 	if p.ready < len(p.events) && !now.Before(p.lastAt.Add(interval)) {
 		p.completeTo(p.last)
+		p.quiet = p.last
 	}
 }
 

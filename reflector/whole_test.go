@@ -1,6 +1,7 @@
 package reflector_test
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"testing"
@@ -157,3 +158,99 @@ func TestRevisionWatch(t *testing.T) {
 
 // tableOf formats an event for a failure message.
 func (k tk) String() string { return fmt.Sprintf("%s/%s", k.table, k.key) }
+
+// slowFirstCommit makes the first commit after the list take 50ms, as a
+// loaded machine or a large batch may.
+type slowFirstCommit struct {
+	reflector.NopMetrics
+	commits int
+}
+
+func (s *slowFirstCommit) BatchCommitted(string, int, time.Duration) {
+	if s.commits++; s.commits == 2 {
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A commit that takes longer than BatchInterval while a revision is open
+// does not make that revision look quiet: the events that come after the
+// commit are still taken as part of it. (The timer, set while the commit
+// held the reflector, and the next event are ready together.)
+func TestSlowCommitDoesNotEndARevision(t *testing.T) {
+	for i := range 40 {
+		synctest.Test(t, func(t *testing.T) {
+			src := &chanSource{rev: 10, events: make(chan reflector.Event[int])}
+			f := newMultiFixture(t, src, 2, 10*time.Millisecond, &slowFirstCommit{})
+			f.run(t)
+			synctest.Wait()
+			put := func(key string, rev uint64) reflector.Event[int] {
+				return reflector.Event[int]{Kind: reflector.Put, Table: "ta", Key: key, Value: 1, Revision: rev}
+			}
+			for _, ev := range []reflector.Event[int]{put("a", 11), put("b", 11), put("c", 12), put("d", 12), put("e", 12), put("f", 12),
+				{Kind: reflector.Progress, Revision: 12}} {
+				src.events <- ev
+			}
+			synctest.Wait()
+			want := map[tk]int{{"ta", "a"}: 1, {"ta", "b"}: 1, {"ta", "c"}: 1, {"ta", "d"}: 1, {"ta", "e"}: 1, {"ta", "f"}: 1}
+			if got := f.snapshot(f.db.ReadTxn()); f.multi.Revision() != 12 || !maps.Equal(got, want) {
+				t.Fatalf("run %d: Revision %d, tables %v; want 12 with a to f", i, f.multi.Revision(), got)
+			}
+		})
+	}
+}
+
+// A source that pauses within a revision for longer than BatchInterval
+// breaks its contract: the part before the pause is taken as whole, and
+// the next event of that revision makes the reflector list again, so that
+// nothing is lost.
+func TestPauseWithinARevisionRelists(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &listingSource{chanSource: chanSource{rev: 10, events: make(chan reflector.Event[int])}}
+		metrics := &countMetrics{}
+		f := newMultiFixture(t, src, 100, 10*time.Millisecond, metrics)
+		f.run(t)
+		synctest.Wait()
+		src.events <- reflector.Event[int]{Kind: reflector.Put, Table: "ta", Key: "a", Value: 1, Revision: 11}
+		time.Sleep(time.Second) // the pause: 11 looks whole and is committed
+		synctest.Wait()
+		src.items = []reflector.Item[int]{{Table: "ta", Key: "a", Value: 1}, {Table: "ta", Key: "b", Value: 2}}
+		src.rev = 11
+		src.events <- reflector.Event[int]{Kind: reflector.Put, Table: "ta", Key: "b", Value: 2, Revision: 11}
+		synctest.Wait()
+		if got := f.snapshot(f.db.ReadTxn()); f.multi.Revision() != 11 || !maps.Equal(got, map[tk]int{{"ta", "a"}: 1, {"ta", "b"}: 2}) || src.lists != 2 {
+			t.Fatalf("Revision %d, tables %v after %d lists; want a and b at 11 after a second list", f.multi.Revision(), got, src.lists)
+		}
+	})
+}
+
+// listingSource is a chanSource that counts its lists; its watch ends
+// when the reflector cancels it.
+type listingSource struct {
+	chanSource
+	lists int
+}
+
+func (s *listingSource) List(ctx context.Context) ([]reflector.Item[int], uint64, error) {
+	s.lists++
+	return s.chanSource.List(ctx)
+}
+
+func (s *listingSource) Watch(ctx context.Context, _ uint64) (<-chan reflector.Event[int], error) {
+	out := make(chan reflector.Event[int])
+	go func() {
+		defer close(out)
+		for {
+			select {
+			case ev := <-s.events:
+				select {
+				case out <- ev:
+				case <-ctx.Done():
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}
