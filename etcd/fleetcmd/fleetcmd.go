@@ -248,10 +248,12 @@ nodes at revision R", R being the latest desired state, M counting live
 and lost nodes, followed by " (K lost)" when K > 0 (a lost node is never
 counted as applied: what it holds now is not known).
 
-With --wait it waits, following the prefix with an etcd watch, until every
-live node applied revision R (--revision, default: the latest desired
-state when it starts; a node counts once it applied its own desired state
-at or past R), prints the status and exits 0; it exits 1 as soon as a live
+With --wait it waits, following the prefix with an etcd watch, until at
+least one node is live and every live node applied revision R
+(--revision, default: the latest desired state when it starts; a node
+counts once it applied its own desired state at or past R), prints the
+status and exits 0 (with no live node, nothing is applied anywhere known:
+it waits); it exits 1 as soon as a live
 node that received it reports an error (objects in Error or Rejected), and
 2 after --timeout, printing the status last read either way.`,
 		Args: cobra.NoArgs,

@@ -24,25 +24,29 @@ type waitOptions struct {
 }
 
 // waitVerdict tells where rep stands for the desired state of revision rev:
-// done when every live node applied its current desired state (the state
-// rev holds for it, or a later one), failed (the nodes, with their
-// errors) when a live node that received it reports objects in Error or
-// Rejected; neither while rep's latest desired state is older than rev.
+// done when at least one node is live and every live node applied its
+// current desired state (the state rev holds for it, or a later one);
+// failed (the nodes, with their errors) when a live node that received it
+// reports objects in Error or Rejected; neither while rep's latest desired
+// state is older than rev, or no node is live (nodes not started yet, or
+// all lost: nothing is applied anywhere known).
 func waitVerdict(rep Report, rev int64) (done bool, failed []string) {
 	if rep.Revision < rev {
 		return false, nil // the state of rev is not written yet
 	}
 	done = true
+	live := 0
 	for _, n := range rep.Nodes {
 		if n.State != nodeLive {
 			continue
 		}
+		live++
 		if n.NodeStatus.Failed(n.Desired) {
 			failed = append(failed, fmt.Sprintf("%s (Error=%d, %s=%d: %s)", n.Node, n.Objects["Error"], etcd.Rejected, n.Objects[etcd.Rejected], strings.Join(n.Errors, "; ")))
 		}
 		done = done && n.Applied
 	}
-	return done, failed
+	return done && live > 0, failed
 }
 
 // waitFleet is `fleet status --wait`: it reads the fleet, and again after

@@ -127,6 +127,22 @@ func TestFleetStatusWait(t *testing.T) {
 		}
 	})
 
+	t.Run("no live node", func(t *testing.T) {
+		// Lost nodes only, then none at all: nothing is applied anywhere
+		// known, so it waits (here until the timeout).
+		f := newFleetFixture(t, cl)
+		f.lost("n1", f.rev)
+		f.lost("n2", f.rev)
+		if code, out, errOut := f.run("status", "--wait", "--timeout", "300ms"); code != WaitTimedOut ||
+			lastLine(out) != fmt.Sprintf("applied on 0 of 2 nodes at revision %d (2 lost)", f.rev) {
+			t.Fatalf("only lost nodes: exit %d, want 2\n%s%s", code, out, errOut)
+		}
+		g := newFleetFixture(t, cl)
+		if code, out, errOut := g.run("status", "--wait", "--timeout", "300ms"); code != WaitTimedOut {
+			t.Fatalf("no node at all: exit %d, want 2\n%s%s", code, out, errOut)
+		}
+	})
+
 	t.Run("timeout", func(t *testing.T) {
 		f := newFleetFixture(t, cl)
 		f.node("n1", etcd.NodeStatus{Revision: f.rev, Objects: done(3)})
