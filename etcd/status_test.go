@@ -191,7 +191,7 @@ func TestPublisherObjectStatuses(t *testing.T) {
 	off.PublishObjects("routes", map[string]etcd.ObjectStatus{"a": {Kind: "Done"}})
 	off.Publish(etcd.NodeStatus{Revision: 7})
 	waitView(t, c, l, "off's status", func(v etcd.View) bool { return len(v.Nodes) == 1 && v.Nodes[0].Revision == 7 })
-	if got, _, err := etcd.ObjectStatuses(ctx, c, l, "off"); err != nil || len(got) != 0 {
+	if got, err := etcd.ObjectStatuses(ctx, c, l, "off"); err != nil || len(got) != 0 {
 		t.Fatalf("object statuses without ObjectStatuses: %v, %v", got, err)
 	}
 	off.Stop(ctx)
@@ -210,7 +210,7 @@ func TestPublisherObjectStatuses(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			got, _, err := etcd.ObjectStatuses(ctx, c, l, "n1")
+			got, err := etcd.ObjectStatuses(ctx, c, l, "n1")
 			if err == nil && cond(got) {
 				return got
 			}
@@ -249,7 +249,7 @@ func TestPublisherObjectStatuses(t *testing.T) {
 	if err := p.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got, _, err := etcd.ObjectStatuses(ctx, c, l, "n1"); err != nil || len(got) != 0 {
+	if got, err := etcd.ObjectStatuses(ctx, c, l, "n1"); err != nil || len(got) != 0 {
 		t.Fatalf("object statuses after Stop: %v, %v", got, err)
 	}
 }

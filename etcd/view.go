@@ -80,7 +80,11 @@ func Fleet(ctx context.Context, c *clientv3.Client, l Layout) (View, error) {
 		live[node] = true
 		var st NodeStatus
 		if err := json.Unmarshal(kv.Value, &st); err != nil {
-			v.warn(kv, fmt.Sprintf("not a node status (%v)", err))
+			// The node is there, but what it holds is not known: it is
+			// listed (and counted) as not applied, never hidden.
+			v.Warnings = append(v.Warnings, Warning{Key: string(kv.Key),
+				Problem: fmt.Sprintf("not a node status (%v); node %s is listed, its status unknown", err, node)})
+			v.Nodes = append(v.Nodes, NodeStatus{Node: node, Errors: []string{"status unreadable: not a node status"}})
 			continue
 		}
 		v.Nodes = append(v.Nodes, v.named(kv, node, st))
@@ -153,10 +157,17 @@ func Forget(ctx context.Context, c *clientv3.Client, l Layout, node string) erro
 }
 
 // ObjectStatuses reads node's object statuses (kept only with
-// PublisherConfig.ObjectStatuses): table → name → status, and a warning
-// for each key it skipped (not PREFIX/objects/NODE/TABLE/NAME holding a
-// JSON status).
-func ObjectStatuses(ctx context.Context, c *clientv3.Client, l Layout, node string) (map[string]map[string]ObjectStatus, []Warning, error) {
+// PublisherConfig.ObjectStatuses): table → name → status. Keys that are
+// not PREFIX/objects/NODE/TABLE/NAME holding a JSON status are skipped;
+// ObjectStatusesWarn names them.
+func ObjectStatuses(ctx context.Context, c *clientv3.Client, l Layout, node string) (map[string]map[string]ObjectStatus, error) {
+	out, _, err := ObjectStatusesWarn(ctx, c, l, node)
+	return out, err
+}
+
+// ObjectStatusesWarn is ObjectStatuses with a warning for each key it
+// skipped.
+func ObjectStatusesWarn(ctx context.Context, c *clientv3.Client, l Layout, node string) (map[string]map[string]ObjectStatus, []Warning, error) {
 	if err := checkName("node", node); err != nil {
 		return nil, nil, err
 	}

@@ -70,8 +70,9 @@ func TestFleetViewSkipsGarbage(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a view with garbage: %v", err)
 	}
-	if got := names(v.Nodes); !slices.Equal(got, []string{"n1", "n3"}) || v.Nodes[1].Objects["Done"] != 2 {
-		t.Fatalf("nodes %+v, want n1 and n3 (named by its key)", v.Nodes)
+	if got := names(v.Nodes); !slices.Equal(got, []string{"n1", "n2", "n3"}) || v.Nodes[2].Objects["Done"] != 2 ||
+		v.Nodes[1].Revision != 0 || len(v.Nodes[1].Errors) != 1 || !strings.Contains(v.Nodes[1].Errors[0], "status unreadable") {
+		t.Fatalf("nodes %+v, want n1, n2 (its status unknown: listed, never hidden) and n3 (named by its key)", v.Nodes)
 	}
 	if len(v.Lost) != 0 {
 		t.Fatalf("lost %+v, want none (n4's record is garbage)", v.Lost)
@@ -87,17 +88,21 @@ func TestFleetViewSkipsGarbage(t *testing.T) {
 			if !strings.Contains(w.String(), `names node "other"`) {
 				t.Errorf("warning %q", w)
 			}
+		case l.Status("n2"):
+			if !strings.Contains(w.String(), "node n2 is listed, its status unknown") {
+				t.Errorf("warning %q", w)
+			}
 		default:
 			if !strings.HasSuffix(w.String(), "skipped") || !strings.HasPrefix(w.String(), w.Key+": ") {
 				t.Errorf("warning %q does not name the key and say it is skipped", w)
 			}
 		}
 	}
-	if got := v.Summary(5); got != "applied on 2 of 2 nodes at revision 5" {
+	if got := v.Summary(5); got != "applied on 2 of 3 nodes at revision 5" {
 		t.Fatalf("summary %q", got)
 	}
 
-	objs, warnings, err := etcd.ObjectStatuses(ctx, c, l, "n1")
+	objs, warnings, err := etcd.ObjectStatusesWarn(ctx, c, l, "n1")
 	if err != nil || len(objs["t"]) != 1 || objs["t"]["good"].Error != "boom" {
 		t.Fatalf("object statuses %v, %v", objs, err)
 	}

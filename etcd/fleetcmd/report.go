@@ -112,7 +112,7 @@ func Read(ctx context.Context, c *clientv3.Client, l etcd.Layout, tables []strin
 // notDone reads node's object statuses not Done; keys skipped go to
 // rep's warnings.
 func notDone(ctx context.Context, c *clientv3.Client, l etcd.Layout, node string, rep *Report) (map[string]map[string]etcd.ObjectStatus, error) {
-	all, warnings, err := etcd.ObjectStatuses(ctx, c, l, node)
+	all, warnings, err := etcd.ObjectStatusesWarn(ctx, c, l, node)
 	if err != nil {
 		return nil, err
 	}

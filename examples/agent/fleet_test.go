@@ -318,7 +318,8 @@ func TestFleetEndToEnd(t *testing.T) {
 	}
 
 	// Garbage under the status prefix (another tool's key, a status that
-	// is not JSON) is named in a warning and skipped; every node still
+	// is not JSON) is named in a warning; the unreadable status is listed
+	// as a node whose status is unknown (not applied), every node still
 	// shows.
 	c := cluster.Client()
 	l := etcd.Layout{}
@@ -330,12 +331,12 @@ func TestFleetEndToEnd(t *testing.T) {
 	}
 	out, err = fleet.run("status")
 	for _, want := range []string{"warning: " + garbage[0] + ": not a node status", "warning: " + garbage[1] + ": not a node's key",
-		"node-0 ", "node-1 ", "node-2 ", fmt.Sprintf("applied on 3 of 3 nodes at revision %d\n", rev2)} {
+		"node-0 ", "node-1 ", "node-2 ", "bogus ", fmt.Sprintf("applied on 3 of 4 nodes at revision %d\n", rev2)} {
 		if err != nil || !strings.Contains(out, want) {
 			t.Fatalf("fleet status with garbage: %v; no %q in:\n%s", err, want, out)
 		}
 	}
-	if rep, err := fleet.status(); err != nil || len(rep.Warnings) != 2 || len(rep.Nodes) != 3 {
+	if rep, err := fleet.status(); err != nil || len(rep.Warnings) != 2 || len(rep.Nodes) != 4 {
 		t.Fatalf("fleet status --format json with garbage: %+v, %v", rep, err)
 	}
 	for _, k := range garbage {
