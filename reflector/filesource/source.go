@@ -88,6 +88,10 @@ type Source[In any] struct {
 	items   map[itemKey]reflector.Item[In] // the latest good version
 	lastSum [sha256.Size]byte              // the last version read, good or bad
 	lastErr string                         // the last problem reported
+	// epoch counts the Lists and Watches: only the latest may take a new
+	// version, so that a watch that is ending never takes one it cannot
+	// send any more.
+	epoch uint64
 }
 
 type itemKey struct{ table, key string }
@@ -142,12 +146,13 @@ func (s *Source[In]) Revision() uint64 {
 // is never initialized from a file that did not parse; it returns early
 // only when ctx ends.
 func (s *Source[In]) List(ctx context.Context) ([]reflector.Item[In], uint64, error) {
+	epoch := s.begin()
 	if s.Revision() == 0 {
-		if err := s.watch(ctx, nil, func() bool { return s.Revision() > 0 }); err != nil {
+		if err := s.watch(ctx, epoch, nil, func() bool { return s.Revision() > 0 }); err != nil {
 			return nil, 0, err
 		}
 	} else {
-		s.read(false) // a file not ready now is the watch's to read later
+		s.read(epoch, false) // a file not ready now is the watch's to read later
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -171,13 +176,14 @@ func (s *Source[In]) Watch(ctx context.Context, after uint64) (<-chan reflector.
 			return false
 		}
 	}
+	epoch := s.begin()
 	go func() {
 		defer close(out)
 		if s.Revision() != after {
 			send(reflector.Event[In]{Kind: reflector.Resync})
 			return
 		}
-		s.watch(ctx, func(evs []reflector.Event[In], rev uint64) bool {
+		s.watch(ctx, epoch, func(evs []reflector.Event[In], rev uint64) bool {
 			for _, ev := range evs {
 				if !send(ev) {
 					return false
@@ -189,14 +195,27 @@ func (s *Source[In]) Watch(ctx context.Context, after uint64) (<-chan reflector.
 	return out, nil
 }
 
+// begin starts a List or a Watch: the one before may no longer take a
+// version.
+func (s *Source[In]) begin() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.epoch++
+	return s.epoch
+}
+
 // read reads the file and, if it is a new good version, takes it and
 // returns its difference from the one before and its revision. renamed
 // says the file was just renamed into place (read it without waiting for
 // it to settle). retry says the file was not ready (being written): read
-// again after the settle time.
-func (s *Source[In]) read(renamed bool) (evs []reflector.Event[In], rev uint64, retry bool) {
+// again after the settle time. A read of a List or Watch that is no longer
+// the latest (epoch) reads nothing.
+func (s *Source[In]) read(epoch uint64, renamed bool) (evs []reflector.Event[In], rev uint64, retry bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if epoch != s.epoch {
+		return nil, 0, false
+	}
 	path := s.cfg.Path
 	first, writing, err := readSnapshot(path)
 	if err != nil {

@@ -492,3 +492,28 @@ var nameIndex = statedb.Index[*obj, string]{
 	FromKey:    index.String,
 	Unique:     true,
 }
+
+// Only the latest watch takes a new version: one that is ending (its
+// reflector moved on to a new list and watch) never takes a version it can
+// no longer send, which would be lost to the new one.
+func TestOnlyTheLatestWatchTakesAVersion(t *testing.T) {
+	f := newFixture(t, true)
+	renameInto(t, f.path, file(map[string]map[string]int{"a": {"k": 1}}))
+	_, rev, err := f.src.List(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldCtx, cancelOld := context.WithCancel(t.Context())
+	old, _ := f.src.Watch(oldCtx, rev)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	latest, _ := f.src.Watch(ctx, rev)
+	renameInto(t, f.path, file(map[string]map[string]int{"a": {"k": 2}}))
+	if got := collect(t, latest); len(got) != 2 || got[0].Value != 2 {
+		t.Fatalf("the latest watch: %v", got)
+	}
+	cancelOld()
+	for ev := range old {
+		t.Fatalf("the older watch sent %v", ev)
+	}
+}

@@ -15,7 +15,7 @@ import (
 // PollInterval, and on Reload; each new good version goes to send (if
 // set; false from it ends the watch). It returns nil once until (if set)
 // says so, or ctx's error when ctx ends.
-func (s *Source[In]) watch(ctx context.Context, send func([]reflector.Event[In], uint64) bool, until func() bool) error {
+func (s *Source[In]) watch(ctx context.Context, epoch uint64, send func([]reflector.Event[In], uint64) bool, until func() bool) error {
 	path := s.cfg.Path
 	dir := filepath.Dir(path)
 	w, err := fsnotify.NewWatcher()
@@ -47,7 +47,7 @@ func (s *Source[In]) watch(ctx context.Context, send func([]reflector.Event[In],
 	defer poll.Stop()
 	// load reads the file; it returns false when the watch must end.
 	load := func(wasRenamed bool) bool {
-		evs, rev, retry := s.read(wasRenamed)
+		evs, rev, retry := s.read(epoch, wasRenamed)
 		if retry {
 			arm(s.cfg.SettleTime)
 		}
