@@ -120,6 +120,10 @@ func (m *Multi[In]) Run(ctx context.Context) error {
 	}
 	failures := 0
 	quick := 0 // watches in a row that ended within minWatchLife
+	if m.cfg.Health != nil && !m.listed() {
+		// Running, nothing wrong yet: a failed list says Degraded.
+		m.cfg.Health.OK("listing the source")
+	}
 	for ctx.Err() == nil {
 		err := m.relist(ctx, reason)
 		if err == nil {

@@ -118,6 +118,12 @@ func applyAndTime(t *testing.T, fleet fleetCLI, file string, nss []netnsutil.NS,
 			rep, err := fleet.status()
 			if err == nil && rep.Summary == applied {
 				status = time.Now()
+				// Applied means in the kernel: every namespace has it now.
+				for _, ns := range nss {
+					if out, err := ns.Command("ip", "route", "show"); err != nil || !strings.Contains(string(out), want) {
+						statusErr = fmt.Errorf("fleet status said %q, but %s lacks %q: %v\n%s", applied, ns, want, err, out)
+					}
+				}
 				return
 			}
 		}
