@@ -22,6 +22,11 @@ const Rejected = "Rejected"
 // Done is the NodeStatus.Objects kind of the objects applied.
 const Done = "Done"
 
+// DeleteFailing is the NodeStatus.Objects kind of the objects removed from
+// a node's desired state that are still in its real system: their delete
+// failed and is retried. They are not applied.
+const DeleteFailing = "DeleteFailing"
+
 // Received tells whether the node's tables hold the desired state of
 // revision rev: it reached rev (every change up to it is in its tables).
 func (s NodeStatus) Received(rev int64) bool { return s.Revision >= rev }
@@ -42,9 +47,10 @@ func (s NodeStatus) Applied(rev int64) bool {
 }
 
 // Failed tells whether the node reports an error for the desired state of
-// revision rev: it received it and some objects failed or were rejected.
+// revision rev: it received it and some objects failed (their update or
+// their delete) or were rejected.
 func (s NodeStatus) Failed(rev int64) bool {
-	return s.Received(rev) && (s.Objects["Error"] > 0 || s.Objects[Rejected] > 0)
+	return s.Received(rev) && (s.Objects["Error"] > 0 || s.Objects[Rejected] > 0 || s.Objects[DeleteFailing] > 0)
 }
 
 // ObjectStatus is one object's status on a node, kept under

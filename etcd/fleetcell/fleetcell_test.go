@@ -157,15 +157,35 @@ func TestAProgramOfItsOwn(t *testing.T) {
 		t.Fatal("Listed not closed")
 	}
 
-	// A change, and a value the node refuses (written past the operator's
-	// decode): it keeps the last good one and says so.
+	// A change whose delete fails: b is gone from the desired state but
+	// not from the target, so the node has not applied it, and says so.
+	clear := target.Inject("b", reconcilertest.Fault{})
 	if err := os.WriteFile(file, []byte("a/1 blue\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := fleet("apply", "-f", file); err != nil {
 		t.Fatalf("fleet apply: %v\n%s", err, out)
 	}
+	if out, err := fleet("status", "--wait", "--timeout", "30s"); err == nil || !strings.Contains(out, "DeleteFailing=1") ||
+		!strings.Contains(out, "things: 1 removed objects still in the real system") || !strings.Contains(out, "applied on 0 of 1 nodes") {
+		t.Fatalf("fleet status --wait with a delete failing: %v\n%s", err, out)
+	}
+	clear()
 	target.WaitForState(t, map[string]*thing{"a/1": {Name: "a/1", Color: "blue"}}, sameThing)
+	// The retried delete changes no table: the node reads its state again
+	// within a second while anything fails.
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		out, err := fleet("status")
+		if err == nil && strings.Contains(out, "applied on 1 of 1 nodes") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("once the delete went through, fleet status still says: %v\n%s", err, out)
+		}
+	}
+
+	// A value the node refuses (written past the operator's decode): it
+	// keeps the last good one and says so.
 	c := cl.Client()
 	if _, err := etcd.ApplyTables(t.Context(), c, etcd.Layout{}, etcd.ScopeAll,
 		map[string]map[string][]byte{"things": {fleetcell.ObjectName("a/1"): []byte(`{"name":"a/1"}`)}}); err != nil {

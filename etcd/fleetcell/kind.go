@@ -108,20 +108,30 @@ func (k Kind[Obj]) report() reportedTable {
 			_, watch := t.AllWatch(txn)
 			return t.Revision(txn), watch
 		},
-		wait: func(ctx context.Context, rev statedb.Revision) error {
-			// Failing objects were attempted too: their errors are reported.
-			k.Reconciler.WaitUntilReconciled(ctx, rev)
-			return ctx.Err()
+		wait: func(ctx context.Context, rev statedb.Revision) (int, error) {
+			// Failing objects were attempted too: their errors are
+			// reported. How many failed (failed deletes included) is
+			// the reconciler's word.
+			_, err := k.Reconciler.WaitUntilReconciled(ctx, rev)
+			var nr *reconciler.NotReconciledError
+			if errors.As(err, &nr) {
+				return nr.Failing, ctx.Err()
+			}
+			return 0, ctx.Err()
 		},
-		count: func(txn statedb.ReadTxn, st *etcd.NodeStatus) {
+		count: func(txn statedb.ReadTxn, st *etcd.NodeStatus) (inError int) {
 			for kind, n := range reconciler.CountByStatus(txn, t, getStatus) {
 				st.Objects[kind.String()] += n
+				if kind == reconciler.StatusKindError {
+					inError = n
+				}
 			}
 			for obj := range t.All(txn) {
 				if s := getStatus(obj); s.Kind == reconciler.StatusKindError && len(st.Errors) < maxReportedErrors {
 					st.Errors = append(st.Errors, fmt.Sprintf("%s %s: %s", t.Name(), keyOf(k.Name(obj)), s.Error))
 				}
 			}
+			return inError
 		},
 	}
 }
@@ -130,8 +140,12 @@ func (k Kind[Obj]) report() reportedTable {
 type reportedTable struct {
 	name     string
 	revision func(statedb.ReadTxn) (statedb.Revision, <-chan struct{})
-	wait     func(ctx context.Context, rev statedb.Revision) error
-	count    func(txn statedb.ReadTxn, st *etcd.NodeStatus)
+	// wait waits for the reconciler to attempt everything up to rev and
+	// returns how many objects failed (deletes included).
+	wait func(ctx context.Context, rev statedb.Revision) (failing int, err error)
+	// count adds the table's objects by status (and errors) to st and
+	// returns how many are in Error.
+	count func(txn statedb.ReadTxn, st *etcd.NodeStatus) (inError int)
 	objects  func(txn statedb.ReadTxn) map[string]etcd.ObjectStatus
 }
 
