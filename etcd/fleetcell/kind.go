@@ -145,8 +145,8 @@ type reportedTable struct {
 	wait func(ctx context.Context, rev statedb.Revision) (failing int, err error)
 	// count adds the table's objects by status (and errors) to st and
 	// returns how many are in Error.
-	count func(txn statedb.ReadTxn, st *etcd.NodeStatus) (inError int)
-	objects  func(txn statedb.ReadTxn) map[string]etcd.ObjectStatus
+	count   func(txn statedb.ReadTxn, st *etcd.NodeStatus) (inError int)
+	objects func(txn statedb.ReadTxn) map[string]etcd.ObjectStatus
 }
 
 var errNoTables = errors.New("fleet mode: no table was provided (fleetcell.TableOut)")
