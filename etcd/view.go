@@ -196,6 +196,10 @@ func ObjectStatusesWarn(ctx context.Context, c *clientv3.Client, l Layout, node 
 // Applied returns how many of the live nodes have applied the desired
 // state of revision rev, and how many nodes there are, live and lost (a
 // lost node is never counted as applied: what it holds now is not known).
+// A node's revision moves only with changes of its own desired state, so
+// rev must be every node's DesiredRevision (a fleet-wide apply's, with no
+// node's own scope changed since); otherwise compare each node with its
+// own, as fleetcmd.Read does.
 func (v View) Applied(rev int64) (n, of int) {
 	for _, s := range v.Nodes {
 		if s.Applied(rev) {
