@@ -3,8 +3,11 @@
 // changes them, and a reconciler whose target keeps one file per greeting
 // in a directory. It runs for --duration (0: until Ctrl-C) and exits 0.
 //
-//	go run ./examples/hello                 # files in a temporary directory
-//	go run ./examples/hello --dir /tmp/hi --duration 0
+// From the repository's examples directory (a module of its own):
+//
+//	cd examples
+//	go run ./hello                          # files in a temporary directory
+//	go run ./hello --dir /tmp/hi --duration 0
 //
 // Copy it to start a program of your own; examples/sysctl is the template
 // for a real target.
