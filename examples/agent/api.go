@@ -16,9 +16,6 @@ import (
 
 	"github.com/steadystate/steadystate/etcd"
 	"github.com/steadystate/steadystate/etcd/fleetcell"
-	"github.com/steadystate/steadystate/examples/iptables"
-	"github.com/steadystate/steadystate/examples/routes"
-	"github.com/steadystate/steadystate/examples/sysctl"
 	"github.com/steadystate/steadystate/hive"
 	"github.com/steadystate/steadystate/hive/cell"
 	"github.com/steadystate/steadystate/hive/health"
@@ -73,9 +70,7 @@ type apiParams struct {
 	DB      *statedb.DB
 	Health  *health.Tree
 	Log     *slog.Logger
-	Sysctls statedb.Table[*sysctl.Sysctl]
-	Routes  statedb.Table[*routes.Route]
-	Rules   statedb.Table[*iptables.Rule]
+	Kinds   kindsIn
 	Loaded  *firstLoad
 	Metrics prometheus.Gatherer
 	Fleet   *fleetcell.Node `optional:"true"` // in fleet mode
@@ -86,10 +81,9 @@ type apiParams struct {
 func newAPI(p apiParams) hive.HTTPOut {
 	report := func(w http.ResponseWriter, _ *http.Request) {
 		txn := p.DB.ReadTxn()
-		tables := []tableStatus{
-			countByStatus(txn, p.Sysctls, (*sysctl.Sysctl).GetStatus),
-			countByStatus(txn, p.Routes, (*routes.Route).GetStatus),
-			countByStatus(txn, p.Rules, (*iptables.Rule).GetStatus),
+		var tables []tableStatus
+		for _, k := range p.Kinds.sorted() {
+			tables = append(tables, k.status(txn))
 		}
 		drift := counterByTable(p.Metrics, "steadystate_reconciler_drift_repaired_total")
 		pruned := counterByTable(p.Metrics, "steadystate_reconciler_pruned_total")
@@ -138,20 +132,9 @@ func agentReady(p apiParams) func() error {
 			return fmt.Errorf("desired state from %s not applied yet", p.Config.Desired)
 		}
 		txn := p.DB.ReadTxn()
-		for _, t := range []struct {
-			name    string
-			pending func() int
-			init    func() bool
-		}{
-			{p.Sysctls.Name(), func() int { return notTried(txn, p.Sysctls, (*sysctl.Sysctl).GetStatus) }, func() bool { ok, _ := p.Sysctls.Initialized(txn); return ok }},
-			{p.Routes.Name(), func() int { return notTried(txn, p.Routes, (*routes.Route).GetStatus) }, func() bool { ok, _ := p.Routes.Initialized(txn); return ok }},
-			{p.Rules.Name(), func() int { return notTried(txn, p.Rules, (*iptables.Rule).GetStatus) }, func() bool { ok, _ := p.Rules.Initialized(txn); return ok }},
-		} {
-			if !t.init() {
-				return fmt.Errorf("table %s not initialized", t.name)
-			}
-			if n := t.pending(); n > 0 {
-				return fmt.Errorf("table %s: %d objects not reconciled yet", t.name, n)
+		for _, k := range p.Kinds.sorted() {
+			if err := k.ready(txn); err != nil {
+				return err
 			}
 		}
 		ready.Store(true)

@@ -38,15 +38,11 @@ func agentCells() []cell.Cell {
 			cell.Decorate(withAgent[*routes.Route], routes.Cell),
 			cell.Decorate(withAgent[*iptables.Rule], iptables.Cell),
 
+			kindCells(),
 			cell.Module("progress", "A progress log of each table's reconciliation",
 				cell.Invoke(startProgress),
 			),
-			cell.When("file mode (--desired)", fileMode,
-				cell.Module("desired", "Desired state from the file",
-					cell.Provide(newLoader),
-					cell.Invoke(startLoader),
-				),
-			),
+			cell.When("file mode (--desired)", fileMode, fileModeCells),
 			cell.When("fleet mode (--etcd-endpoints)", fleetcell.Config.Enabled, fleetCells),
 			cell.Module("api", "Status API on a unix socket, served by the hive's HTTP server",
 				cell.Provide(newAPI),
@@ -90,15 +86,11 @@ func withAgent[Obj any](rc reconciler.Config[Obj], cfg AgentConfig, rec *stateRe
 	return rc
 }
 
-// startLoader makes the hive build the loader (and so add its job).
-func startLoader(*loader) {}
-
 // startProgress adds the progress log's jobs, one per table.
-func startProgress(jobs job.Group, db *statedb.DB, log *slog.Logger,
-	s statedb.Table[*sysctl.Sysctl], r statedb.Table[*routes.Route], ru statedb.Table[*iptables.Rule],
-	sr reconciler.Reconciler[*sysctl.Sysctl], rr reconciler.Reconciler[*routes.Route], rur reconciler.Reconciler[*iptables.Rule]) error {
-	return errors.Join(
-		watchProgress(jobs, db, s, sr, log, (*sysctl.Sysctl).GetStatus),
-		watchProgress(jobs, db, r, rr, log, (*routes.Route).GetStatus),
-		watchProgress(jobs, db, ru, rur, log, (*iptables.Rule).GetStatus))
+func startProgress(jobs job.Group, db *statedb.DB, log *slog.Logger, in kindsIn) error {
+	var errs []error
+	for _, k := range in.sorted() {
+		errs = append(errs, k.progress(jobs, db, log))
+	}
+	return errors.Join(errs...)
 }

@@ -5,23 +5,50 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
-
-	"github.com/steadystate/steadystate/examples/iptables"
-	"github.com/steadystate/steadystate/examples/routes"
-	"github.com/steadystate/steadystate/examples/sysctl"
 )
 
-// desiredFile is the schema of the desired-state file (YAML or JSON).
+// desiredFile is a desired-state file (YAML or JSON) decoded: a list of
+// objects of each kind, under the kind's key (sysctls, routes, rules).
 type desiredFile struct {
-	Sysctls []*sysctl.Sysctl `json:"sysctls" yaml:"sysctls"`
-	Routes  []*routes.Route  `json:"routes" yaml:"routes"`
-	Rules   []*iptables.Rule `json:"rules" yaml:"rules"`
+	objects map[string][]any // by kind's file key; nil entries are empty ones
+}
+
+// of returns the objects of kind k.
+func (f *desiredFile) of(k agentKind) []any { return f.objects[k.fileKey()] }
+
+// counts says how many objects of each kind: "3 sysctls, 4 routes, 4 rules".
+func (f *desiredFile) counts() string {
+	var parts []string
+	for _, k := range kinds {
+		parts = append(parts, fmt.Sprintf("%d %s", len(f.of(k)), k.fileKey()))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// kindByFileKey returns the kind of a file key.
+func kindByFileKey(key string) (agentKind, bool) {
+	for _, k := range kinds {
+		if k.fileKey() == key {
+			return k, true
+		}
+	}
+	return nil, false
+}
+
+// fileKeys lists the kinds' file keys: "sysctls, routes, rules".
+func fileKeys() string {
+	var keys []string
+	for _, k := range kinds {
+		keys = append(keys, k.fileKey())
+	}
+	return strings.Join(keys, ", ")
 }
 
 // decodeDesired parses a desired-state file: JSON if its name ends in
@@ -33,12 +60,10 @@ func decodeDesired(path string, data []byte) (*desiredFile, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, fmt.Errorf("%s: %w", path, errEmptyDesired)
 	}
-	var f desiredFile
+	f := desiredFile{objects: map[string][]any{}}
 	var err error
 	if strings.EqualFold(filepath.Ext(path), ".json") {
-		dec := json.NewDecoder(bytes.NewReader(data))
-		dec.DisallowUnknownFields()
-		err = dec.Decode(&f)
+		err = decodeJSONFile(data, &f)
 	} else {
 		err = decodeYAML(path, data, &f)
 	}
@@ -60,7 +85,7 @@ func decodeYAML(path string, data []byte, f *desiredFile) error {
 	}
 	top := doc.Content[0]
 	if top.Kind != yaml.MappingNode {
-		return fmt.Errorf("line %d: want a mapping with sysctls, routes and rules", top.Line)
+		return fmt.Errorf("line %d: want a mapping with %s", top.Line, fileKeys())
 	}
 	var errs []error
 	seen := map[string]int{}
@@ -71,17 +96,34 @@ func decodeYAML(path string, data []byte, f *desiredFile) error {
 			continue
 		}
 		seen[key.Value] = key.Line
-		var err error
-		switch key.Value {
-		case "sysctls":
-			f.Sysctls, err = decodeList[sysctl.Sysctl](key.Value, val)
-		case "routes":
-			f.Routes, err = decodeList[routes.Route](key.Value, val)
-		case "rules":
-			f.Rules, err = decodeList[iptables.Rule](key.Value, val)
-		default:
-			err = fmt.Errorf("line %d: %s: unknown key (known: sysctls, routes, rules)", key.Line, key.Value)
+		k, ok := kindByFileKey(key.Value)
+		if !ok {
+			errs = append(errs, fmt.Errorf("line %d: %s: unknown key (known: %s)", key.Line, key.Value, fileKeys()))
+			continue
 		}
+		objs, err := k.decodeYAML(val)
+		f.objects[k.fileKey()] = objs
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// decodeJSONFile decodes a JSON desired file: an object of the kinds'
+// lists; an unknown key or field is an error.
+func decodeJSONFile(data []byte, f *desiredFile) error {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(data, &top); err != nil {
+		return err
+	}
+	var errs []error
+	for _, key := range slices.Sorted(maps.Keys(top)) {
+		k, ok := kindByFileKey(key)
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s: unknown key (known: %s)", key, fileKeys()))
+			continue
+		}
+		objs, err := k.decodeJSON(top[key])
+		f.objects[key] = objs
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -39,7 +39,7 @@ func TestDecodeDesiredErrors(t *testing.T) {
 	}
 	for _, path := range []string{"d.yaml", "d.json"} {
 		f, err := decodeDesired(path, []byte("{}\n"))
-		if err != nil || len(f.Sysctls)+len(f.Routes)+len(f.Rules) != 0 {
+		if err != nil || len(f.of(kinds[0]))+len(f.of(kinds[1]))+len(f.of(kinds[2])) != 0 {
 			t.Fatalf("%s {}: %+v, %v", path, f, err)
 		}
 	}
@@ -59,7 +59,8 @@ routes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	errs := validateAll("routes", f.Routes, routeKey)
+	routesKind, _ := kindByFileKey("routes")
+	errs := routesKind.validate(f.of(routesKind))
 	text := ""
 	for _, e := range errs {
 		text += e.Error() + "\n"
@@ -86,8 +87,22 @@ func FuzzDecodeDesired(f *testing.F) {
 		if err != nil {
 			return
 		}
-		validateAll("sysctls", df.Sysctls, sysctlKey)
-		validateAll("routes", df.Routes, routeKey)
-		validateAll("rules", df.Rules, ruleKey)
+		if validateDesired(path, df) != nil {
+			return
+		}
+		// What passes encodes, and decodes back as the reflector does.
+		items, err := decodeFileItems(path, []byte(data))
+		if err != nil {
+			t.Fatalf("a valid file does not encode: %v", err)
+		}
+		for _, it := range items {
+			for _, k := range kinds {
+				if k.tableName() == it.Table {
+					if err := k.decodes(it.Key, it.Value); err != nil {
+						t.Fatalf("%s %s = %s does not decode back: %v", it.Table, it.Key, it.Value, err)
+					}
+				}
+			}
+		}
 	})
 }

@@ -154,13 +154,17 @@ func planAll(ctx context.Context, cfg AgentConfig, ns *Namespace, warn io.Writer
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return nil, err
 	}
-	l := &loader{cfg: cfg, db: db, sysctls: sysctls, routes: rts, rules: rules}
-	if err := l.validate(f); err != nil {
+	if err := validateDesired(cfg.Desired, f); err != nil {
 		return nil, err
 	}
-	if _, err := l.apply(f); err != nil {
-		return nil, err
+	wtxn := db.WriteTxn(sysctls, rts, rules)
+	for i, table := range []statedb.TableMeta{sysctls, rts, rules} {
+		if err := kinds[i].fill(wtxn, table, f.of(kinds[i])); err != nil {
+			wtxn.Abort()
+			return nil, err
+		}
 	}
+	wtxn.Commit()
 
 	// The durable record tells which sysctls an earlier run changed, so
 	// that their restoration is planned too. An agent running on the

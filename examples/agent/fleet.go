@@ -15,8 +15,6 @@ import (
 	"github.com/steadystate/steadystate/examples/sysctl"
 	"github.com/steadystate/steadystate/hive/cell"
 	"github.com/steadystate/steadystate/hive/job"
-	"github.com/steadystate/steadystate/reconciler"
-	"github.com/steadystate/steadystate/statedb"
 )
 
 // Fleet mode (--etcd-endpoints): the desired state comes from etcd instead
@@ -89,62 +87,32 @@ func decodeObject[T any, PT interface {
 }
 
 // desiredObjects turns a validated desired file into each table's objects
-// by name, as `fleet apply` writes them.
+// by name, as `fleet apply` writes them (and file mode reads them).
 func desiredObjects(f *desiredFile) (map[string]map[string][]byte, error) {
 	out := map[string]map[string][]byte{}
 	var errs []error
-	add := func(table, key string, obj any) {
-		if out[table] == nil {
-			out[table] = map[string][]byte{}
+	for _, k := range kinds {
+		objs := map[string][]byte{}
+		for _, obj := range f.of(k) {
+			name, v, err := k.encode(obj)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s %s: %w", k.tableName(), name, err))
+				continue
+			}
+			objs[name] = v
 		}
-		v, err := encodeObject(obj)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s %s: %w", table, key, err))
-			return
-		}
-		out[table][fleetName(key)] = v
-	}
-	for _, t := range fleetTables {
-		out[t] = map[string][]byte{}
-	}
-	for _, s := range f.Sysctls {
-		add(sysctl.TableName, sysctlKey(s), s)
-	}
-	for _, r := range f.Routes {
-		add(routes.TableName, routeKey(r), r)
-	}
-	for _, r := range f.Rules {
-		add(iptables.TableName, ruleKey(r), r)
+		out[k.tableName()] = objs
 	}
 	return out, errors.Join(errs...)
 }
 
 // fleetCells are fleet mode's part of the agent: the node side
-// (fleetcell.Cell) fed with the agent's three tables; the hive builds them
-// only with --etcd-endpoints.
+// (fleetcell.Cell), fed with the kinds' tables (kindCells provides them);
+// the hive builds them only with --etcd-endpoints.
 var fleetCells = cell.Group(
-	cell.Provide(fleetSysctls, fleetRoutes, fleetRules),
 	fleetcell.Cell,
 	cell.Invoke(closeFirstLoad),
 )
-
-func fleetSysctls(t statedb.RWTable[*sysctl.Sysctl], r reconciler.Reconciler[*sysctl.Sysctl]) fleetcell.TableOut {
-	return fleetcell.Out(fleetcell.Kind[*sysctl.Sysctl]{Table: t, Reconciler: r,
-		Equal: (*sysctl.Sysctl).Equal, SetStatus: (*sysctl.Sysctl).SetStatus, GetStatus: (*sysctl.Sysctl).GetStatus,
-		Decode: decodeObject[sysctl.Sysctl](sysctlKey), Name: func(s *sysctl.Sysctl) string { return fleetName(sysctlKey(s)) }})
-}
-
-func fleetRoutes(t statedb.RWTable[*routes.Route], r reconciler.Reconciler[*routes.Route]) fleetcell.TableOut {
-	return fleetcell.Out(fleetcell.Kind[*routes.Route]{Table: t, Reconciler: r,
-		Equal: (*routes.Route).Equal, SetStatus: (*routes.Route).SetStatus, GetStatus: (*routes.Route).GetStatus,
-		Decode: decodeObject[routes.Route](routeKey), Name: func(o *routes.Route) string { return fleetName(routeKey(o)) }})
-}
-
-func fleetRules(t statedb.RWTable[*iptables.Rule], r reconciler.Reconciler[*iptables.Rule]) fleetcell.TableOut {
-	return fleetcell.Out(fleetcell.Kind[*iptables.Rule]{Table: t, Reconciler: r,
-		Equal: (*iptables.Rule).Equal, SetStatus: (*iptables.Rule).SetStatus, GetStatus: (*iptables.Rule).GetStatus,
-		Decode: decodeObject[iptables.Rule](ruleKey), Name: func(o *iptables.Rule) string { return fleetName(ruleKey(o)) }})
-}
 
 // closeFirstLoad makes /readyz follow the node: ready once every table was
 // listed from etcd (and, as in file mode, every object tried).

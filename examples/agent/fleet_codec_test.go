@@ -39,19 +39,22 @@ func TestFleetCodecRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	for _, r := range f.Routes {
+	for _, o := range f.of(kinds[1]) {
+		r := o.(*routes.Route)
 		got, err := decodeObject[routes.Route](routeKey)(fleetName(routeKey(r)), objs[routes.TableName][fleetName(routeKey(r))])
 		if err != nil || !got.Equal(r) {
 			t.Errorf("route %s: back %v, %v", r, got, err)
 		}
 	}
-	for _, s := range f.Sysctls {
+	for _, o := range f.of(kinds[0]) {
+		s := o.(*sysctl.Sysctl)
 		got, err := decodeObject[sysctl.Sysctl](sysctlKey)(fleetName(s.Name), objs[sysctl.TableName][fleetName(s.Name)])
 		if err != nil || !got.Equal(s) {
 			t.Errorf("sysctl %s: back %v, %v", s, got, err)
 		}
 	}
-	for _, r := range f.Rules {
+	for _, o := range f.of(kinds[2]) {
+		r := o.(*iptables.Rule)
 		got, err := decodeObject[iptables.Rule](ruleKey)(fleetName(r.Key()), objs[iptables.TableName][fleetName(r.Key())])
 		if err != nil || !got.Equal(r) {
 			t.Errorf("rule %s: back %v, %v", r, got, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/steadystate/steadystate/etcd/fleetcell"
 	"github.com/steadystate/steadystate/hive"
 	"github.com/steadystate/steadystate/hive/cell"
+	"github.com/steadystate/steadystate/reflector/filesource"
 )
 
 // envPrefix prefixes the environment variables that set `agent run` flags
@@ -219,16 +220,16 @@ type runParts struct {
 	ns    *Namespace
 	cfg   AgentConfig
 	fleet fleetcell.Config
-	l     *loader // nil in fleet mode
+	l     *filesource.Source[[]byte] // nil in fleet mode
 }
 
-// runIn is what take takes: the loader exists in file mode only.
+// runIn is what take takes: the file's source exists in file mode only.
 type runIn struct {
 	cell.In
 	NS     *Namespace
 	Config AgentConfig
 	Fleet  fleetcell.Config
-	Loader *loader `optional:"true"`
+	Loader *filesource.Source[[]byte] `optional:"true"`
 }
 
 // take keeps the parts: an Invoke of the hive, a named method so that

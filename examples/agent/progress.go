@@ -7,9 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/steadystate/steadystate/examples/iptables"
-	"github.com/steadystate/steadystate/examples/routes"
-	"github.com/steadystate/steadystate/examples/sysctl"
 	"github.com/steadystate/steadystate/hive/cell"
 	"github.com/steadystate/steadystate/hive/job"
 	"github.com/steadystate/steadystate/reconciler"
@@ -38,23 +35,6 @@ const smallChangeSet = 20
 
 // progressInterval is how often a running change set logs its progress.
 const progressInterval = time.Second
-
-func describeSysctl(s *sysctl.Sysctl) string { return "sysctl " + s.String() }
-func describeRoute(r *routes.Route) string   { return "route " + r.String() }
-func describeRule(r *iptables.Rule) string   { return "rule " + r.String() }
-
-// describe names any of the agent's objects with its kind.
-func describe(obj any) string {
-	switch o := obj.(type) {
-	case *sysctl.Sysctl:
-		return describeSysctl(o)
-	case *routes.Route:
-		return describeRoute(o)
-	case *iptables.Rule:
-		return describeRule(o)
-	}
-	return fmt.Sprint(obj)
-}
 
 // notTriedKinds are the status kinds of objects whose desired version is
 // still waiting for an attempt (a refresh is not new work).

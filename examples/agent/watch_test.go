@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -11,32 +12,36 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/steadystate/steadystate/examples/iptables"
 	"github.com/steadystate/steadystate/examples/routes"
 	"github.com/steadystate/steadystate/examples/sysctl"
 	"github.com/steadystate/steadystate/hive/cell"
 	"github.com/steadystate/steadystate/hive/hivetest"
 	"github.com/steadystate/steadystate/reconciler"
+	"github.com/steadystate/steadystate/reflector/filesource"
 	"github.com/steadystate/steadystate/statedb"
 	"github.com/steadystate/steadystate/statedb/statedbcell"
 )
 
-// loaderFixture is the loader in a test hive, on its own tables, without
-// reconcilers: what reaches the tables is what would reach the targets.
+// loaderFixture is file mode in a test hive, on its own tables, with
+// reconcilers that do nothing: what reaches the tables is what would reach
+// the targets.
 type loaderFixture struct {
-	l       *loader
+	src     *filesource.Source[[]byte]
+	first   *firstLoad
+	metrics prometheus.Gatherer
 	db      *statedb.DB
 	sysctls statedb.RWTable[*sysctl.Sysctl]
 	routes  statedb.RWTable[*routes.Route]
 	rules   statedb.RWTable[*iptables.Rule]
+	kinds   kindsIn
 }
 
 func startLoaderFixture(t *testing.T, cfg AgentConfig) *loaderFixture {
 	t.Helper()
 	f := &loaderFixture{}
-	hivetest.Start(t,
+	h := hivetest.Start(t,
 		statedbcell.Cell,
 		cell.Module("agent", "test",
 			cell.Provide(
@@ -44,19 +49,60 @@ func startLoaderFixture(t *testing.T, cfg AgentConfig) *loaderFixture {
 				func(db *statedb.DB) (statedb.RWTable[*sysctl.Sysctl], error) { return sysctl.NewTable(db) },
 				func(db *statedb.DB) (statedb.RWTable[*routes.Route], error) { return routes.NewTable(db) },
 				func(db *statedb.DB) (statedb.RWTable[*iptables.Rule], error) { return iptables.NewTable(db) },
-				newLoader,
+				func() reconciler.Reconciler[*sysctl.Sysctl] { return nopReconciler[*sysctl.Sysctl]{} },
+				func() reconciler.Reconciler[*routes.Route] { return nopReconciler[*routes.Route]{} },
+				func() reconciler.Reconciler[*iptables.Rule] { return nopReconciler[*iptables.Rule]{} },
 				newFirstLoad,
 			),
-			cell.Invoke(func(l *loader, db *statedb.DB, s statedb.RWTable[*sysctl.Sysctl], r statedb.RWTable[*routes.Route], ru statedb.RWTable[*iptables.Rule]) {
-				f.l, f.db, f.sysctls, f.routes, f.rules = l, db, s, r, ru
+			kindCells(),
+			fileModeCells,
+			cell.Invoke(func(src *filesource.Source[[]byte], first *firstLoad, db *statedb.DB, s statedb.RWTable[*sysctl.Sysctl], r statedb.RWTable[*routes.Route], ru statedb.RWTable[*iptables.Rule], k kindsIn) {
+				f.src, f.first, f.db, f.sysctls, f.routes, f.rules, f.kinds = src, first, db, s, r, ru, k
 			}),
 		),
 	)
+	f.metrics = h.Registry()
 	return f
 }
 
+// nopReconciler is a reconciler that does nothing, for tests of what
+// reaches the tables.
+type nopReconciler[Obj any] struct{}
+
+func (nopReconciler[Obj]) Run(ctx context.Context) error { <-ctx.Done(); return nil }
+func (nopReconciler[Obj]) Prune()                        {}
+func (nopReconciler[Obj]) WaitUntilReconciled(_ context.Context, rev statedb.Revision) (statedb.Revision, error) {
+	return rev, nil
+}
+
 func (f *loaderFixture) count(result string) int {
-	return int(testutil.ToFloat64(f.l.metrics.loads.WithLabelValues(result)))
+	return int(gathered(f.metrics, "steadystate_agent_desired_loads_total", "result", result))
+}
+
+// gathered is the value of the metric name with the label label=value.
+func gathered(g prometheus.Gatherer, name, label, value string) float64 {
+	mfs, _ := g.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if label == "" || lp.GetName() == label && lp.GetValue() == value {
+					if c := m.GetCounter(); c != nil {
+						return c.GetValue()
+					}
+					return m.GetGauge().GetValue()
+				}
+			}
+			if label == "" {
+				if c := m.GetCounter(); c != nil {
+					return c.GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
 
 // marker is the value of the sysctl that tells the file's versions apart.
@@ -191,7 +237,7 @@ func TestLoaderAppliesOnlyWholeFiles(t *testing.T) {
 		total += d()
 	}
 	applied, rejected := f.count(loadApplied), f.count(loadRejected)
-	deferred := int(testutil.ToFloat64(f.l.metrics.deferred))
+	deferred := int(gathered(f.metrics, "steadystate_agent_desired_deferred_total", "", ""))
 	t.Logf("%d rounds: %d loads applied, %d rejected (empty), %d reads put off, %d deletes reached the tables",
 		rounds, applied, rejected, deferred, total)
 	if total != 0 {
@@ -236,7 +282,7 @@ func TestLoaderWatches(t *testing.T) {
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
-	f.l.Reload()
+	f.src.Reload()
 	waitUntil(t, "the missing file rejected", func() bool { return f.count(loadRejected) == 1 })
 	if f.marker() != "1" {
 		t.Fatalf("the desired state changed after the file went: marker %q", f.marker())
@@ -245,30 +291,13 @@ func TestLoaderWatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	write("0")
-	f.l.Reload() // adds the watch back and reads
+	f.src.Reload() // adds the watch back and reads
 	waitUntil(t, "the file back", func() bool { return f.marker() == "0" })
 	write("1")
 	waitUntil(t, "a rename in the new directory seen by notification", func() bool { return f.marker() == "1" })
 	waitUntil(t, "the last load counted", func() bool { return f.count(loadApplied) >= 4 })
 	if got := f.count(loadApplied); got != 4 {
 		t.Errorf("%d loads applied, want 4", got)
-	}
-}
-
-// TestOpenForWriting: the lease test that tells a writer is still at work.
-func TestOpenForWriting(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "f")
-	w, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, writing, err := readSnapshot(path)
-	if err != nil || !writing {
-		t.Fatalf("open for writing: writing=%v, %v", writing, err)
-	}
-	w.Close()
-	if _, writing, err = readSnapshot(path); err != nil || writing {
-		t.Fatalf("closed: writing=%v, %v", writing, err)
 	}
 }
 
@@ -279,19 +308,19 @@ func TestAgentReady(t *testing.T) {
 	cfg := defaultConfig()
 	cfg.Desired, cfg.SettleTime = path, 0
 	f := startLoaderFixture(t, cfg)
-	ready := agentReady(apiParams{Config: cfg, DB: f.db, Sysctls: f.sysctls, Routes: f.routes, Rules: f.rules, Loaded: f.l.firstApplied})
+	ready := agentReady(apiParams{Config: cfg, DB: f.db, Kinds: f.kinds, Loaded: f.first})
 	if err := ready(); err == nil || !strings.Contains(err.Error(), "not applied yet") {
 		t.Fatalf("before the file exists: %v", err)
 	}
 	if err := writeFile(t, path, []byte(desiredVersion("1")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f.l.Reload()
+	f.src.Reload()
 	// The load: the tables hold it, and then the loader said so (it
 	// closes firstApplied just after the commit).
 	waitUntil(t, "the load", func() bool {
 		select {
-		case <-f.l.firstApplied.Done():
+		case <-f.first.Done():
 			return f.marker() == "1"
 		default:
 			return false

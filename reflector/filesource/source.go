@@ -45,6 +45,10 @@ type Config[In any] struct {
 	// Logger logs each version loaded and each problem once (default
 	// slog.Default()).
 	Logger *slog.Logger
+	// EmptyHint, if set, ends the error for an empty file (ErrEmpty): how
+	// the program's format says "nothing desired", e.g. "write `{}` to
+	// remove all desired state".
+	EmptyHint string
 }
 
 // Defaults of Config.
@@ -72,7 +76,7 @@ func (NopMetrics) Rejected(string)         {}
 func (NopMetrics) Deferred(string)         {}
 
 // ErrEmpty is wrapped by the error for an empty or whitespace-only file.
-var ErrEmpty = errors.New("the file is empty (a writer may have left it half-way): not applied")
+var ErrEmpty = errors.New("the file is empty: not applied (a writer may have left it half-way)")
 
 // ErrInvalidConfig is wrapped by New's error for a bad Config.
 var ErrInvalidConfig = errors.New("invalid file source config")
@@ -234,6 +238,9 @@ func (s *Source[In]) read(epoch uint64, renamed bool) (evs []reflector.Event[In]
 	var items []reflector.Item[In]
 	if len(bytes.TrimSpace(first.data)) == 0 {
 		err = fmt.Errorf("%s: %w", path, ErrEmpty)
+		if s.cfg.EmptyHint != "" {
+			err = fmt.Errorf("%w; %s", err, s.cfg.EmptyHint)
+		}
 	} else if items, err = s.cfg.Decode(path, first.data); err == nil {
 		err = duplicates(path, items)
 	}
@@ -285,8 +292,38 @@ func (s *Source[In]) take(items []reflector.Item[In]) ([]reflector.Event[In], ui
 	if s.cfg.Health != nil {
 		s.cfg.Health.OK(msg)
 	}
-	s.cfg.Logger.Info("Desired state loaded", "file", s.cfg.Path, "objects", len(items), "changed", len(evs), "version", s.rev)
+	attrs := []any{"file", s.cfg.Path}
+	if byTable := countTables(items); len(byTable) > 1 || len(byTable) == 1 && byTable[0].table != "" {
+		for _, c := range byTable {
+			attrs = append(attrs, c.table, c.n)
+		}
+	} else {
+		attrs = append(attrs, "objects", len(items))
+	}
+	s.cfg.Logger.Info("Desired state loaded", append(attrs, "changed", len(evs), "version", s.rev)...)
 	return evs, s.rev, false
+}
+
+// tableCount is how many items of a version are of one table.
+type tableCount struct {
+	table string
+	n     int
+}
+
+// countTables counts items by table, in the order their tables first come.
+func countTables[In any](items []reflector.Item[In]) []tableCount {
+	var out []tableCount
+	at := map[string]int{}
+	for _, it := range items {
+		i, ok := at[it.Table]
+		if !ok {
+			i = len(out)
+			at[it.Table] = i
+			out = append(out, tableCount{table: it.Table})
+		}
+		out[i].n++
+	}
+	return out
 }
 
 func compareKeys(a, b itemKey) int {

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/steadystate/steadystate/hive/cell"
+	"github.com/steadystate/steadystate/hive/job"
+	"github.com/steadystate/steadystate/reflector"
+	"github.com/steadystate/steadystate/reflector/filesource"
+	"github.com/steadystate/steadystate/reflector/reflectorcell"
+)
+
+// File mode (--desired): the desired-state file is a reflector source
+// (package filesource, which reads only whole files: see its doc), decoded
+// and validated with the kinds into the codec fleet mode uses (each
+// object's name and its JSON without status), and the agent's one
+// reflector commits each new version of the file to the three tables at
+// once, as in fleet mode. A file that does not decode or validate is
+// reported (the log, the health scope "desired-file", the metrics) and
+// changes nothing; nothing is pruned before the first good version.
+
+// fileModeCells are file mode's part of the agent; the hive builds them
+// only with --desired.
+var fileModeCells = cell.Module("desired", "Desired state from the file",
+	cell.Provide(newFileSource),
+	cell.Invoke(startFileMode),
+)
+
+// fileParams are what file mode takes from the hive.
+type fileParams struct {
+	cell.In
+
+	Config     AgentConfig
+	Reflect    reflectorcell.Params
+	Kinds      kindsIn
+	Health     cell.Health
+	Log        *slog.Logger
+	Registerer prometheus.Registerer
+	FirstLoad  *firstLoad
+}
+
+// newFileSource makes the file's source and the reflector of the three
+// tables it feeds (which registers each table's initializer, done with the
+// first good version), and a job that closes firstLoad then (/readyz).
+//
+// Without --desired (nor --etcd-endpoints) there is nothing to read: nil,
+// so that `agent run cells` works and `agent run` says what is missing.
+func newFileSource(p fileParams) (*filesource.Source[[]byte], error) {
+	if p.Config.Desired == "" {
+		return nil, nil
+	}
+	m, err := newLoaderMetrics(p.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	src, err := filesource.New(filesource.Config[[]byte]{
+		Path:   p.Config.Desired,
+		Decode: decodeFileItems,
+		Equal:  bytes.Equal,
+		// 0 is "read at once" for the agent, the default for the source.
+		SettleTime:   max(p.Config.SettleTime, time.Nanosecond),
+		PollInterval: p.Config.ReloadInterval,
+		Health:       p.Health.NewScope("desired-file"),
+		Metrics:      m,
+		Logger:       p.Log,
+		EmptyHint:    "write `{}` to remove all desired state",
+	})
+	if err != nil {
+		return nil, err
+	}
+	var specs []reflector.TableSpec[[]byte]
+	for _, k := range p.Kinds.sorted() {
+		specs = append(specs, k.into)
+	}
+	multi, err := reflectorcell.RegisterMulti(p.Reflect, reflector.MultiConfig[[]byte]{Name: "desired", Source: src, Tables: specs})
+	if err != nil {
+		return nil, err
+	}
+	return src, p.Reflect.Jobs.Add(job.OneShot("first-load", func(ctx context.Context, _ cell.Health) error {
+		for {
+			rev, moved := multi.RevisionWatch()
+			if rev > 0 {
+				p.FirstLoad.close()
+				return nil
+			}
+			select {
+			case <-moved:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	}))
+}
+
+// startFileMode makes the hive build file mode's part.
+func startFileMode(*filesource.Source[[]byte]) {}
+
+// decodeFileItems is the source's decode: the file decoded and validated
+// as `fleet apply` does, then each object as its name and value in the
+// codec both modes share, by table.
+func decodeFileItems(path string, data []byte) ([]reflector.Item[[]byte], error) {
+	f, err := decodeDesired(path, data)
+	if err == nil {
+		err = validateDesired(path, f)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var items []reflector.Item[[]byte]
+	var errs []error
+	for _, k := range kinds {
+		for _, obj := range f.of(k) {
+			name, v, err := k.encode(obj)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %s %s: %w", path, k.fileKey(), name, err))
+				continue
+			}
+			items = append(items, reflector.Item[[]byte]{Table: k.tableName(), Key: name, Value: v})
+		}
+	}
+	return items, errors.Join(errs...)
+}
+
+// validateDesired validates every entry of a decoded desired file (read
+// from path) and finds duplicates: file mode's check, and `fleet apply`'s.
+func validateDesired(path string, f *desiredFile) error {
+	var errs []error
+	for _, k := range kinds {
+		errs = append(errs, k.validate(f.of(k))...)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s: %w", path, errors.Join(errs...))
+	}
+	return nil
+}
+
+// firstLoad closes its channel once the desired state was committed to the
+// tables for the first time (a good version of the file, or the first
+// list from etcd). It is a value of its own, so that the status API depends
+// on it and not on either mode.
+type firstLoad struct {
+	done chan struct{}
+	once sync.Once
+}
+
+func newFirstLoad() *firstLoad { return &firstLoad{done: make(chan struct{})} }
+
+// Done returns the channel.
+func (f *firstLoad) Done() <-chan struct{} { return f.done }
+
+// close closes the channel (again: no effect).
+func (f *firstLoad) close() { f.once.Do(func() { close(f.done) }) }
+
+// Loaded, Rejected and Deferred make the agent's metrics the file
+// source's (filesource.Metrics).
+func (m *loaderMetrics) Loaded(string, int, int) {
+	m.loads.WithLabelValues(loadApplied).Inc()
+	m.lastApplied.SetToCurrentTime()
+}
+
+func (m *loaderMetrics) Rejected(string) { m.loads.WithLabelValues(loadRejected).Inc() }
+func (m *loaderMetrics) Deferred(string) { m.deferred.Inc() }
+
+var _ filesource.Metrics = (*loaderMetrics)(nil)

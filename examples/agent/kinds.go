@@ -1,0 +1,273 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/steadystate/steadystate/etcd/fleetcell"
+	"github.com/steadystate/steadystate/examples/iptables"
+	"github.com/steadystate/steadystate/examples/routes"
+	"github.com/steadystate/steadystate/examples/sysctl"
+	"github.com/steadystate/steadystate/hive/cell"
+	"github.com/steadystate/steadystate/hive/job"
+	"github.com/steadystate/steadystate/reconciler"
+	"github.com/steadystate/steadystate/reflector"
+	"github.com/steadystate/steadystate/statedb"
+)
+
+// kinds are the kinds of desired object the agent keeps, declared once: the
+// desired file's keys, the codec that file and fleet mode share, the one
+// reflector's tables in either mode, the status API, readiness and the
+// progress log loop over them. A fourth kind is a line here and its target
+// package (whose cell provides its table and reconciler).
+var kinds = []agentKind{
+	kindOf[sysctl.Sysctl, *sysctl.Sysctl]{file: "sysctls", table: sysctl.TableName, noun: "sysctl", key: func(s *sysctl.Sysctl) string { return s.Name }},
+	kindOf[routes.Route, *routes.Route]{file: "routes", table: routes.TableName, noun: "route", key: func(r *routes.Route) string { return r.Key().String() }},
+	kindOf[iptables.Rule, *iptables.Rule]{file: "rules", table: iptables.TableName, noun: "rule", key: (*iptables.Rule).Key},
+}
+
+// kindConstructors are the kinds' constructors in the agent's hive, in the
+// order of kinds: instantiated here, outside generic code, so that `agent
+// run cells` names them (kindCells checks that they match kinds).
+var kindConstructors = []any{
+	kindRuntimeOf[sysctl.Sysctl, *sysctl.Sysctl],
+	kindRuntimeOf[routes.Route, *routes.Route],
+	kindRuntimeOf[iptables.Rule, *iptables.Rule],
+}
+
+// agentKind is one kind: what is done with its objects without their type.
+type agentKind interface {
+	fileKey() string   // its key in the desired file: "routes"
+	tableName() string // its table's name, in etcd too
+	// decodeYAML and decodeJSON read the kind's list of a desired file;
+	// each error says where (LINE: KIND[i].FIELD: problem).
+	decodeYAML(node *yaml.Node) ([]any, error)
+	decodeJSON(data json.RawMessage) ([]any, error)
+	// validate checks the entries and finds duplicates ("routes[2]: ...").
+	validate(objs []any) []error
+	// encode is an object's name and value in the codec of both modes.
+	encode(obj any) (name string, value []byte, err error)
+	// decodes tells whether a value decodes as the reflector decodes it.
+	decodes(name string, v []byte) error
+	// describe names an object of the kind ("route blackhole 192.0.2.0/24").
+	describe(obj any) (string, bool)
+	// fill writes objs into table (the kind's) as desired objects.
+	fill(txn statedb.WriteTxn, table statedb.TableMeta, objs []any) error
+	// constructs tells whether ctor is the kind's constructor.
+	constructs(ctor any) bool
+}
+
+// object is what the agent needs of a kind's objects.
+type object[T any] interface {
+	*T
+	Validate() error
+	Equal(*T) bool
+	GetStatus() reconciler.Status
+	SetStatus(reconciler.Status) *T
+	String() string
+}
+
+// kindOf is an agentKind of objects *T.
+type kindOf[T any, PT object[T]] struct {
+	file, table, noun string
+	key               func(PT) string // the primary key's text
+}
+
+func (k kindOf[T, PT]) fileKey() string   { return k.file }
+func (k kindOf[T, PT]) tableName() string { return k.table }
+
+func (k kindOf[T, PT]) decodeYAML(node *yaml.Node) ([]any, error) {
+	objs, err := decodeList[T](k.file, node)
+	return anys(objs), err
+}
+
+func (k kindOf[T, PT]) decodeJSON(data json.RawMessage) ([]any, error) {
+	var objs []*T
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&objs); err != nil {
+		return nil, fmt.Errorf("%s: %w", k.file, err)
+	}
+	return anys(objs), nil
+}
+
+func anys[T any](objs []*T) []any {
+	out := make([]any, len(objs))
+	for i, o := range objs {
+		if o != nil {
+			out[i] = o
+		}
+	}
+	return out
+}
+
+func (k kindOf[T, PT]) validate(objs []any) []error {
+	typed := make([]PT, len(objs))
+	for i, o := range objs {
+		if o != nil {
+			typed[i] = PT(o.(*T))
+		}
+	}
+	return validateAll(k.file, typed, k.key)
+}
+
+func (k kindOf[T, PT]) encode(obj any) (string, []byte, error) {
+	o := PT(obj.(*T))
+	v, err := encodeObject(o)
+	return fleetName(k.key(o)), v, err
+}
+
+func (k kindOf[T, PT]) describe(obj any) (string, bool) {
+	if o, ok := obj.(*T); ok {
+		return k.noun + " " + PT(o).String(), true
+	}
+	return "", false
+}
+
+// decode is the reflector's transform of the kind, in either mode: the
+// value decoded strictly, validated like a file's entry, under its name.
+func (k kindOf[T, PT]) decode(name string, v []byte) (PT, error) {
+	return decodeObject[T, PT](k.key)(name, v)
+}
+
+func (k kindOf[T, PT]) equal(a, b PT) bool                     { return a.Equal((*T)(b)) }
+func (k kindOf[T, PT]) setStatus(o PT, s reconciler.Status) PT { return PT(o.SetStatus(s)) }
+
+func (k kindOf[T, PT]) fill(txn statedb.WriteTxn, table statedb.TableMeta, objs []any) error {
+	t, ok := table.(statedb.RWTable[PT])
+	if !ok {
+		return fmt.Errorf("table %s is not the %s table", table.Name(), k.file)
+	}
+	w := reconciler.DesiredWriter[PT]{Table: t, Equal: k.equal, SetObjectStatus: k.setStatus}
+	for _, obj := range objs {
+		if _, err := w.Upsert(txn, PT(obj.(*T))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (k kindOf[T, PT]) decodes(name string, v []byte) error {
+	_, err := k.decode(name, v)
+	return err
+}
+
+// into is the kind's table in the agent's one reflector.
+func (k kindOf[T, PT]) into(t statedb.RWTable[PT]) reflector.TableSpec[[]byte] {
+	return reflector.Into[[]byte, PT]{
+		Table:     k.table,
+		Writer:    reconciler.DesiredWriter[PT]{Table: t, Equal: k.equal, SetObjectStatus: k.setStatus},
+		Transform: k.decode,
+	}
+}
+
+// kindOut is what a kind provides to the agent's hive: its part of the
+// file mode's reflector, of the status API and readiness, and its table
+// for fleet mode (fleetcell).
+type kindOut struct {
+	cell.Out
+	Kind  kindRuntime     `group:"agent-kinds"`
+	Fleet fleetcell.Table `group:"fleet-tables"`
+}
+
+// kindRuntime is a kind in the running agent.
+type kindRuntime struct {
+	order    int // its place in kinds
+	into     reflector.TableSpec[[]byte]
+	status   func(statedb.ReadTxn) tableStatus
+	ready    func(statedb.ReadTxn) error
+	progress func(jobs job.Group, db *statedb.DB, log *slog.Logger) error
+}
+
+func (k kindOf[T, PT]) constructs(ctor any) bool {
+	_, ok := ctor.(func(statedb.RWTable[PT], reconciler.Reconciler[PT]) kindOut)
+	return ok
+}
+
+// kindRuntimeOf is the constructor of the kind of *T in the agent's hive
+// (a named function, so that `agent run cells` names it).
+func kindRuntimeOf[T any, PT object[T]](t statedb.RWTable[PT], r reconciler.Reconciler[PT]) kindOut {
+	for _, k := range kinds {
+		if k, ok := k.(kindOf[T, PT]); ok {
+			return k.runtime(t, r)
+		}
+	}
+	panic(fmt.Sprintf("no kind of %T in kinds", new(T)))
+}
+
+// runtime is the kind's constructor in the agent's hive.
+func (k kindOf[T, PT]) runtime(t statedb.RWTable[PT], r reconciler.Reconciler[PT]) kindOut {
+	order := -1
+	for i, kk := range kinds {
+		if kk.fileKey() == k.file {
+			order = i
+		}
+	}
+	getStatus := PT.GetStatus
+	{
+		return kindOut{
+			Kind: kindRuntime{
+				order:  order,
+				into:   k.into(t),
+				status: func(txn statedb.ReadTxn) tableStatus { return countByStatus(txn, t, getStatus) },
+				ready: func(txn statedb.ReadTxn) error {
+					if ok, _ := t.Initialized(txn); !ok {
+						return fmt.Errorf("table %s not initialized", t.Name())
+					}
+					if n := notTried(txn, t, getStatus); n > 0 {
+						return fmt.Errorf("table %s: %d objects not reconciled yet", t.Name(), n)
+					}
+					return nil
+				},
+				progress: func(jobs job.Group, db *statedb.DB, log *slog.Logger) error {
+					return watchProgress(jobs, db, t, r, log, getStatus)
+				},
+			},
+			Fleet: fleetcell.Kind[PT]{Table: t, Reconciler: r,
+				Equal: k.equal, SetStatus: k.setStatus, GetStatus: getStatus,
+				Decode: k.decode, Name: func(o PT) string { return fleetName(k.key(o)) }},
+		}
+	}
+}
+
+// kindsIn are the kinds of the running agent, in the order of kinds.
+type kindsIn struct {
+	cell.In
+	Kinds []kindRuntime `group:"agent-kinds"`
+}
+
+// sorted returns the kinds in the order of kinds (a value group has none).
+func (in kindsIn) sorted() []kindRuntime {
+	out := make([]kindRuntime, len(kinds))
+	for _, k := range in.Kinds {
+		out[k.order] = k
+	}
+	return out
+}
+
+// kindCells provide every kind's runtime.
+func kindCells() cell.Cell {
+	if len(kindConstructors) != len(kinds) {
+		panic("kindConstructors and kinds differ: give each kind its constructor, in order")
+	}
+	for i, k := range kinds {
+		if !k.constructs(kindConstructors[i]) {
+			panic(fmt.Sprintf("kindConstructors[%d] is not the constructor of %s", i, k.fileKey()))
+		}
+	}
+	return cell.Provide(kindConstructors...)
+}
+
+// describe names any of the agent's objects with its kind.
+func describe(obj any) string {
+	for _, k := range kinds {
+		if s, ok := k.describe(obj); ok {
+			return s
+		}
+	}
+	return fmt.Sprint(obj)
+}
