@@ -65,7 +65,9 @@
 // values excepted): after a list at R; after the commit of the whole
 // revisions up to R, when R is known whole as above; or, with nothing
 // pending, when a Progress at R arrives. A progress at or below the
-// revision reached says nothing new and is ignored.
+// revision reached says nothing new and is ignored. A list sets Revision
+// to its revision, lower than before if the source went back (restored
+// from a backup): the tables hold the list.
 //
 // No lost delete. Every key the reflector stored is remembered until it is
 // deleted; a relist deletes exactly the remembered keys that the new list

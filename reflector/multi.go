@@ -203,7 +203,10 @@ func (m *Multi[In]) relist(ctx context.Context, reason string) error {
 	m.pend.reset(rev)
 	m.commit(evs, start, true)
 	m.lists++
-	m.setReached(rev)
+	// The tables hold the list: its revision is the one reached, lower
+	// than before if the source went back (a restored backup, a new
+	// cluster).
+	m.setRevision(rev)
 	if reason != "initial" {
 		m.cfg.Logger.Info("Relisted the source", "reason", reason, "objects", len(items), "revision", rev)
 	}
@@ -414,6 +417,14 @@ func (m *Multi[In]) fillOf(table string) filler[In] {
 // setReached moves Revision forward to rev.
 func (m *Multi[In]) setReached(rev uint64) {
 	if rev <= m.reached.Load() {
+		return
+	}
+	m.setRevision(rev)
+}
+
+// setRevision sets Revision to rev, and says it moved.
+func (m *Multi[In]) setRevision(rev uint64) {
+	if rev == m.reached.Load() {
 		return
 	}
 	m.mu.Lock()

@@ -254,3 +254,32 @@ func (s *listingSource) Watch(ctx context.Context, _ uint64) (<-chan reflector.E
 	}()
 	return out, nil
 }
+
+// A relist at a revision below the one reached (the source restored from
+// a backup, a new cluster) makes Revision the list's: the tables hold that
+// state, not the one of the higher revision.
+func TestRelistAtALowerRevision(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &listingSource{chanSource: chanSource{items: []reflector.Item[int]{{Table: "ta", Key: "a", Value: 1}}, rev: 10, events: make(chan reflector.Event[int])}}
+		f := newMultiFixture(t, src, 100, time.Second, nil)
+		f.run(t)
+		synctest.Wait()
+		src.events <- reflector.Event[int]{Kind: reflector.Progress, Revision: 20}
+		synctest.Wait()
+		if got := f.multi.Revision(); got != 20 {
+			t.Fatalf("Revision %d, want 20", got)
+		}
+		_, moved := f.multi.RevisionWatch()
+		src.items, src.rev = []reflector.Item[int]{{Table: "ta", Key: "b", Value: 2}}, 5
+		src.events <- reflector.Event[int]{Kind: reflector.Resync}
+		synctest.Wait()
+		if got := f.snapshot(f.db.ReadTxn()); f.multi.Revision() != 5 || !maps.Equal(got, map[tk]int{{"ta", "b"}: 2}) {
+			t.Fatalf("after a relist at 5: Revision %d, tables %v", f.multi.Revision(), got)
+		}
+		select {
+		case <-moved:
+		default:
+			t.Fatal("RevisionWatch's channel did not close when Revision went back")
+		}
+	})
+}
