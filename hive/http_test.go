@@ -50,7 +50,7 @@ func TestHTTPHandlersAndListeners(t *testing.T) {
 	streaming := make(chan struct{})
 	streamEnded := make(chan struct{})
 	h := hive.New(
-		hive.MetricsServer,
+		hive.HTTPServer,
 		cell.Module("api", "An API on a unix socket", cell.Provide(func(hl cell.Health) hive.HTTPOut {
 			hl.OK("serving")
 			return hive.HTTPOut{
@@ -68,7 +68,7 @@ func TestHTTPHandlersAndListeners(t *testing.T) {
 					return (&net.ListenConfig{}).Listen(ctx, "unix", sock)
 				}}},
 			}
-		}), cell.Invoke(func(*hive.MetricsEndpoint) {})),
+		}), cell.Invoke(func(*hive.HTTPEndpoint) {})),
 	)
 	ctx := context.Background()
 	if err := h.Start(ctx); err != nil {
@@ -106,7 +106,7 @@ func TestHTTPHandlersAndListeners(t *testing.T) {
 // and a listener that cannot listen fails the start, naming it.
 func TestHTTPErrors(t *testing.T) {
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
-	conflict := hive.New(hive.MetricsServer, cell.Provide(func() hive.HTTPOut {
+	conflict := hive.New(hive.HTTPServer, cell.Provide(func() hive.HTTPOut {
 		return hive.HTTPOut{Handlers: []hive.HTTPHandler{{Pattern: "/healthz", Handler: ok}}}
 	}))
 	if err := conflict.Populate(); err == nil || !strings.Contains(err.Error(), `handler "/healthz"`) {
@@ -114,7 +114,7 @@ func TestHTTPErrors(t *testing.T) {
 	}
 
 	failing := hivetest.Logger(t, 0)
-	h := hive.NewWithOptions(hive.Options{Logger: failing}, hive.MetricsServer, cell.Provide(func() hive.HTTPOut {
+	h := hive.NewWithOptions(hive.Options{Logger: failing}, hive.HTTPServer, cell.Provide(func() hive.HTTPOut {
 		return hive.HTTPOut{Listeners: []hive.HTTPListener{{Name: "broken socket", Listen: func(context.Context) (net.Listener, error) {
 			return nil, errors.New("no such directory")
 		}}}}
@@ -128,11 +128,11 @@ func TestHTTPErrors(t *testing.T) {
 // its module and the root Degraded, in /healthz (answered with 503) and in
 // the health gauge.
 func TestHealthzEffectiveLevel(t *testing.T) {
-	var ep *hive.MetricsEndpoint
+	var ep *hive.HTTPEndpoint
 	reported := make(chan struct{})
 	hivetest.StartWithOptions(t, hivetest.Options{Flags: []string{"--metrics-addr=127.0.0.1:0"}},
-		hive.MetricsServer,
-		cell.Invoke(func(e *hive.MetricsEndpoint) { ep = e }),
+		hive.HTTPServer,
+		cell.Invoke(func(e *hive.HTTPEndpoint) { ep = e }),
 		cell.Module("routes", "Routes", cell.Invoke(func(g job.Group) error {
 			return g.Add(job.OneShot("reconcile", func(ctx context.Context, h cell.Health) error {
 				h.NewScope("reconciler").Degraded("1 of 4 objects failing", errors.New("ENODEV"))
@@ -182,12 +182,12 @@ func getCode(t *testing.T, url string) (int, string) {
 // 200 only while the root is OK: 503 while a scope never reported
 // (Unknown), while one is Degraded, and when all that is left is Stopped.
 func TestProbes(t *testing.T) {
-	var ep *hive.MetricsEndpoint
+	var ep *hive.HTTPEndpoint
 	var ready atomic.Bool
 	var scope cell.Health
 	hivetest.StartWithOptions(t, hivetest.Options{Flags: []string{"--metrics-addr=127.0.0.1:0"}},
-		hive.MetricsServer,
-		cell.Invoke(func(e *hive.MetricsEndpoint) { ep = e }),
+		hive.HTTPServer,
+		cell.Invoke(func(e *hive.HTTPEndpoint) { ep = e }),
 		cell.Module("loader", "Loader",
 			cell.Provide(func() hive.HTTPOut {
 				return hive.HTTPOut{Ready: []hive.ReadinessCheck{
@@ -247,11 +247,11 @@ func TestProbes(t *testing.T) {
 // "starting", although every scope opened so far is OK; 200 once Start
 // returned.
 func TestHealthzWhileStarting(t *testing.T) {
-	var ep *hive.MetricsEndpoint
+	var ep *hive.HTTPEndpoint
 	entered, release := make(chan struct{}), make(chan struct{})
 	h := hive.NewWithOptions(hive.Options{Logger: hivetest.Logger(t, 0)},
-		hive.MetricsServer,
-		cell.Invoke(func(e *hive.MetricsEndpoint) { ep = e }),
+		hive.HTTPServer,
+		cell.Invoke(func(e *hive.HTTPEndpoint) { ep = e }),
 		cell.Module("slow", "A module whose hook takes its time",
 			cell.Invoke(func(h cell.Health, lc cell.Lifecycle) {
 				h.OK("constructed")

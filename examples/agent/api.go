@@ -24,7 +24,7 @@ import (
 )
 
 // The status API, on a unix socket (--socket), served by the hive's HTTP
-// server (hive.MetricsServer) with its lifecycle, beside its own handlers:
+// server (hive.HTTPServer) with its lifecycle, beside its own handlers:
 //
 //	GET /status        statusReport: the health tree and per-table counts
 //	GET /statedb/...   the statedb inspection API (see statedb.NewHTTPHandler)

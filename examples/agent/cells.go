@@ -26,7 +26,7 @@ import (
 func agentCells() []cell.Cell {
 	return []cell.Cell{
 		statedbcell.Cell,
-		hive.MetricsServer,
+		hive.HTTPServer,
 		reconcilercell.MetricsCell,
 		reflectorcell.MetricsCell,
 		cell.Module("agent", "The example node agent",

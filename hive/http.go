@@ -19,19 +19,19 @@ import (
 	"github.com/steadystate/steadystate/hive/health"
 )
 
-// MetricsConfig configures MetricsServer.
-type MetricsConfig struct {
+// HTTPConfig configures HTTPServer.
+type HTTPConfig struct {
 	// MetricsAddr is the listen address (flag --metrics-addr, default ""
 	// which disables the server).
 	MetricsAddr string
 }
 
 // Flags implements cell.Flagger.
-func (def MetricsConfig) Flags(fs *pflag.FlagSet) {
+func (def HTTPConfig) Flags(fs *pflag.FlagSet) {
 	fs.String("metrics-addr", def.MetricsAddr, "address to serve /metrics, /healthz, /livez and /readyz on, e.g. :9090 (empty: off)")
 }
 
-// MetricsServer is a module that serves over HTTP, when --metrics-addr is
+// HTTPServer is a module that serves over HTTP, when --metrics-addr is
 // set:
 //
 //	/metrics  the hive's Prometheus registry
@@ -43,7 +43,7 @@ func (def MetricsConfig) Flags(fs *pflag.FlagSet) {
 //	/readyz   200 "ok" when every ReadinessCheck passes, else 503 with
 //	          the checks that fail, one per line
 //
-// It provides *MetricsEndpoint.
+// It provides *HTTPEndpoint.
 //
 // It is the hive's one HTTP server: other cells add handlers to it
 // (HTTPHandler) and listeners to serve them on, such as a unix socket
@@ -52,18 +52,18 @@ func (def MetricsConfig) Flags(fs *pflag.FlagSet) {
 // handler on every listener, with one lifecycle: it listens at start (a
 // listener that fails fails the start), and at stop shuts down, ending
 // requests still in flight (their contexts are cancelled, so streams end).
-var MetricsServer = cell.Module("metrics", "Prometheus metrics and health over HTTP",
-	cell.Config(MetricsConfig{}),
-	cell.Provide(newMetricsEndpoint),
-	cell.Invoke(startMetricsServer),
+var HTTPServer = cell.Module("http", "The HTTP server: metrics, health, readiness and the cells' handlers",
+	cell.Config(HTTPConfig{}),
+	cell.Provide(newHTTPEndpoint),
+	cell.Invoke(startHTTPServer),
 )
 
-// startMetricsServer asks for the endpoint, so that it is built (and its
+// startHTTPServer asks for the endpoint, so that it is built (and its
 // lifecycle hooks registered) even when no other cell uses it.
-func startMetricsServer(*MetricsEndpoint) {}
+func startHTTPServer(*HTTPEndpoint) {}
 
 // HTTPHandler is a handler that a cell adds to the hive's HTTP server (see
-// MetricsServer), beside /metrics and /healthz.
+// HTTPServer), beside /metrics and /healthz.
 type HTTPHandler struct {
 	// Pattern is an http.ServeMux pattern, such as "GET /status" or
 	// "/statedb/". A pattern that conflicts with another fails the hive's
@@ -81,7 +81,7 @@ type ReadinessCheck struct {
 }
 
 // HTTPListener is a listener that a cell adds to the hive's HTTP server
-// (see MetricsServer): the server serves all its handlers on it too.
+// (see HTTPServer): the server serves all its handlers on it too.
 type HTTPListener struct {
 	// Name names the listener in errors and logs, e.g. "status socket".
 	Name string
@@ -100,9 +100,9 @@ type HTTPOut struct {
 	Ready     []ReadinessCheck `group:"hive-readiness-checks,flatten"`
 }
 
-// MetricsEndpoint is the running metrics server.
-type MetricsEndpoint struct {
-	cfg       MetricsConfig
+// HTTPEndpoint is the running HTTP server.
+type HTTPEndpoint struct {
+	cfg       HTTPConfig
 	reg       *prometheus.Registry
 	tree      *health.Tree
 	log       *slog.Logger
@@ -119,7 +119,7 @@ type MetricsEndpoint struct {
 type endpointParams struct {
 	cell.In
 
-	Config    MetricsConfig
+	Config    HTTPConfig
 	Lifecycle cell.Lifecycle
 	Registry  *prometheus.Registry
 	Tree      *health.Tree
@@ -129,8 +129,8 @@ type endpointParams struct {
 	Ready     []ReadinessCheck `group:"hive-readiness-checks"`
 }
 
-func newMetricsEndpoint(p endpointParams) (*MetricsEndpoint, error) {
-	e := &MetricsEndpoint{cfg: p.Config, reg: p.Registry, tree: p.Tree, log: p.Log, listeners: p.Listeners, ready: p.Ready}
+func newHTTPEndpoint(p endpointParams) (*HTTPEndpoint, error) {
+	e := &HTTPEndpoint{cfg: p.Config, reg: p.Registry, tree: p.Tree, log: p.Log, listeners: p.Listeners, ready: p.Ready}
 	mux, err := e.newMux(p.Handlers)
 	if err != nil {
 		return nil, err
@@ -144,7 +144,7 @@ func newMetricsEndpoint(p endpointParams) (*MetricsEndpoint, error) {
 
 // newMux builds the server's handlers; a conflicting pattern is an error
 // (http.ServeMux panics on one).
-func (e *MetricsEndpoint) newMux(handlers []HTTPHandler) (mux *http.ServeMux, err error) {
+func (e *HTTPEndpoint) newMux(handlers []HTTPHandler) (mux *http.ServeMux, err error) {
 	mux = http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(e.reg, promhttp.HandlerOpts{Registry: e.reg}))
 	mux.HandleFunc("/healthz", e.serveHealth)
@@ -165,7 +165,7 @@ func (e *MetricsEndpoint) newMux(handlers []HTTPHandler) (mux *http.ServeMux, er
 
 // Addr returns the address the server listens on, or "" when it is off or
 // not started.
-func (e *MetricsEndpoint) Addr() string {
+func (e *HTTPEndpoint) Addr() string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.ln == nil {
@@ -175,8 +175,8 @@ func (e *MetricsEndpoint) Addr() string {
 }
 
 // HookName implements cell.HookNamer.
-func (e *MetricsEndpoint) HookName() string {
-	name := "metrics server"
+func (e *HTTPEndpoint) HookName() string {
+	name := "HTTP server"
 	if e.cfg.MetricsAddr != "" {
 		name += " " + e.cfg.MetricsAddr
 	}
@@ -188,7 +188,7 @@ func (e *MetricsEndpoint) HookName() string {
 
 // Start opens --metrics-addr (if set) and every added listener, so that
 // a bad address fails the start, and serves on each in the background.
-func (e *MetricsEndpoint) Start(ctx context.Context) error {
+func (e *HTTPEndpoint) Start(ctx context.Context) error {
 	var lns []net.Listener
 	fail := func(err error) error {
 		for _, ln := range lns {
@@ -236,7 +236,7 @@ func (e *MetricsEndpoint) Start(ctx context.Context) error {
 }
 
 // Stop shuts the server down and waits for it.
-func (e *MetricsEndpoint) Stop(ctx context.Context) error {
+func (e *HTTPEndpoint) Stop(ctx context.Context) error {
 	e.mu.Lock()
 	srv := e.srv
 	e.mu.Unlock()
@@ -254,7 +254,7 @@ func (e *MetricsEndpoint) Stop(ctx context.Context) error {
 // serveHealth answers the health tree: 200 only when its root is OK, so
 // that a probe or a load balancer that reads only the code sees trouble,
 // and also what the tree does not know (Unknown) as not healthy.
-func (e *MetricsEndpoint) serveHealth(w http.ResponseWriter, _ *http.Request) {
+func (e *HTTPEndpoint) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	st := e.tree.Snapshot()
 	w.Header().Set("Content-Type", "application/json")
 	if st.Level != health.LevelOK {
@@ -269,7 +269,7 @@ func (e *MetricsEndpoint) serveHealth(w http.ResponseWriter, _ *http.Request) {
 
 // serveReady runs every readiness check: 200 "ok" when all pass, else 503
 // and one line per failing check.
-func (e *MetricsEndpoint) serveReady(w http.ResponseWriter, _ *http.Request) {
+func (e *HTTPEndpoint) serveReady(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	var notReady []string
 	for _, c := range e.ready {

@@ -33,12 +33,12 @@ func get(t *testing.T, url string) string {
 	return string(b)
 }
 
-func TestMetricsServerAndHealth(t *testing.T) {
-	var ep *hive.MetricsEndpoint
+func TestHTTPServerAndHealth(t *testing.T) {
+	var ep *hive.HTTPEndpoint
 	ready := make(chan struct{})
 	hivetest.StartWithOptions(t, hivetest.Options{Flags: []string{"--metrics-addr=127.0.0.1:0"}},
-		hive.MetricsServer,
-		cell.Invoke(func(e *hive.MetricsEndpoint) { ep = e }),
+		hive.HTTPServer,
+		cell.Invoke(func(e *hive.HTTPEndpoint) { ep = e }),
 		cell.Module("worker", "Worker", cell.Invoke(func(g job.Group) error {
 			return g.Add(job.OneShot("sync", func(ctx context.Context, h cell.Health) error {
 				h.OK("synced")
@@ -77,25 +77,25 @@ func TestMetricsServerAndHealth(t *testing.T) {
 	}
 }
 
-// MetricsServer is off by default: without --metrics-addr nothing listens.
-func TestMetricsServerOffByDefault(t *testing.T) {
-	var ep *hive.MetricsEndpoint
-	hivetest.Start(t, hive.MetricsServer, cell.Invoke(func(e *hive.MetricsEndpoint) { ep = e }))
+// HTTPServer is off by default: without --metrics-addr nothing listens.
+func TestHTTPServerOffByDefault(t *testing.T) {
+	var ep *hive.HTTPEndpoint
+	hivetest.Start(t, hive.HTTPServer, cell.Invoke(func(e *hive.HTTPEndpoint) { ep = e }))
 	if addr := ep.Addr(); addr != "" {
 		t.Fatalf("Addr = %q, want the server off", addr)
 	}
 }
 
-func TestMetricsServerBadAddr(t *testing.T) {
-	h := newHive(hive.MetricsServer)
+func TestHTTPServerBadAddr(t *testing.T) {
+	h := newHive(hive.HTTPServer)
 	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
 	h.RegisterFlags(fs)
 	if err := fs.Parse([]string{"--metrics-addr=256.0.0.1:-1"}); err != nil {
 		t.Fatal(err)
 	}
 	err := h.Start(t.Context())
-	if err == nil || !strings.Contains(err.Error(), "module metrics: hook metrics server") {
-		t.Fatalf("Start = %v, want an error naming the metrics hook", err)
+	if err == nil || !strings.Contains(err.Error(), "module http: hook HTTP server 256.0.0.1:-1") {
+		t.Fatalf("Start = %v, want an error naming the HTTP server's hook", err)
 	}
 }
 
