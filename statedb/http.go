@@ -9,6 +9,33 @@ import (
 	"time"
 )
 
+// TableInfo describes a table in a snapshot.
+type TableInfo struct {
+	Name                string   `json:"name"`
+	Objects             int      `json:"objects"`
+	Revision            Revision `json:"revision"`
+	Indexes             []string `json:"indexes"`
+	Initialized         bool     `json:"initialized"`
+	PendingInitializers []string `json:"pendingInitializers,omitempty"`
+	GraveyardObjects    int      `json:"graveyardObjects"`
+	ChangeIterators     int      `json:"changeIterators"`
+	// KeyFormats says how each index's keys are written as text, in the
+	// order of Indexes.
+	KeyFormats []KeyFormat `json:"keyFormats,omitempty"`
+}
+
+// QueryOp is the kind of lookup of an untyped query.
+type QueryOp string
+
+// The lookups of Table, by name (see also any_table_ops.go).
+const (
+	QueryGet        QueryOp = "get"
+	QueryList       QueryOp = "list"
+	QueryPrefix     QueryOp = "prefix"
+	QueryLowerBound QueryOp = "lowerbound"
+)
+
+
 // The HTTP inspection API. The embedding program mounts the handler where it
 // likes (a TCP listener, a unix socket, under a path prefix with
 // http.StripPrefix). Every endpoint is read-only and answers JSON:
