@@ -35,7 +35,6 @@ const (
 	QueryLowerBound QueryOp = "lowerbound"
 )
 
-
 // The HTTP inspection API. The embedding program mounts the handler where it
 // likes (a TCP listener, a unix socket, under a path prefix with
 // http.StripPrefix). Every endpoint is read-only and answers JSON:
