@@ -8,13 +8,12 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/steadystate/steadystate/internal/backoff"
 )
 
 // ErrNodeTaken is wrapped by Publisher.Start's error when a live agent
@@ -400,7 +399,6 @@ func (p *Publisher) commit(ctx context.Context, ops []clientv3.Op) error {
 // held by another live agent (it took the name while this one was cut
 // off) is retried too, and logged: its lease must expire first.
 func (p *Publisher) reclaim(ctx context.Context) <-chan *clientv3.LeaseKeepAliveResponse {
-	b := backoff.Backoff{Min: 100 * time.Millisecond, Max: 10 * time.Second}
 	for attempt := 1; ; attempt++ {
 		keep, err := p.claim(ctx)
 		if err == nil {
@@ -411,9 +409,23 @@ func (p *Publisher) reclaim(ctx context.Context) <-chan *clientv3.LeaseKeepAlive
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(b.Duration(attempt)):
+		case <-time.After(reclaimWait(attempt)):
 		}
 	}
+}
+
+// reclaimWait is the wait before the reclaim that follows the given number
+// of failed attempts: 100ms doubling up to 10s, with up to a quarter of
+// jitter (within the cap), so that a fleet cut off at once does not come
+// back in lockstep.
+func reclaimWait(attempts int) time.Duration {
+	const first, most = 100 * time.Millisecond, 10 * time.Second
+	d := first
+	for i := 1; i < attempts && d < most; i++ {
+		d *= 2
+	}
+	d = min(d, most)
+	return min(d+time.Duration(rand.Int64N(int64(d)/4+1)), most)
 }
 
 // claim grants a lease, puts the latest status under it if the key is free

@@ -253,3 +253,12 @@ func TestPublisherObjectStatuses(t *testing.T) {
 		t.Fatalf("object statuses after Stop: %v, %v", got, err)
 	}
 }
+
+// The wait between reclaims: 100ms doubling to 10s, never above.
+func TestReclaimWait(t *testing.T) {
+	for attempts, want := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 8: 10 * time.Second, 50: 10 * time.Second} {
+		if got := etcd.ReclaimWait(attempts); got < want || got > want+want/4 || got > 10*time.Second {
+			t.Errorf("attempt %d: %v, want %v plus up to a quarter", attempts, got, want)
+		}
+	}
+}

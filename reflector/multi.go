@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	retry "github.com/steadystate/steadystate/internal/backoff"
+	"github.com/steadystate/steadystate/internal/backoff"
 	"github.com/steadystate/steadystate/statedb"
 )
 
@@ -113,7 +113,7 @@ const minWatchLife = time.Second
 // Transform's, which reject the value) propagates, after the commit and
 // the reflector's memory were rolled back: a later Run starts with a list.
 func (m *Multi[In]) Run(ctx context.Context) error {
-	backoff := retry.Backoff{Min: m.cfg.RetryBackoffMin, Max: m.cfg.RetryBackoffMax}
+	wait := backoff.Backoff{Min: m.cfg.RetryBackoffMin, Max: m.cfg.RetryBackoffMax}
 	reason := "initial"
 	if m.listed() {
 		reason = "watch-lost"
@@ -139,7 +139,7 @@ func (m *Multi[In]) Run(ctx context.Context) error {
 				// A watch that ends at once, again and again, would make
 				// a relist loop: back off as after a failure.
 				failures++
-				if !sleep(ctx, backoff.Duration(failures)) {
+				if !sleep(ctx, wait.Duration(failures)) {
 					break
 				}
 			}
@@ -151,7 +151,7 @@ func (m *Multi[In]) Run(ctx context.Context) error {
 			failures++
 			m.degraded(fmt.Sprintf("source: %v", err), err)
 			m.cfg.Logger.Warn("Source failed", "error", err, "attempt", failures)
-			if !sleep(ctx, backoff.Duration(failures)) {
+			if !sleep(ctx, wait.Duration(failures)) {
 				break
 			}
 			if reason == "initial" && m.listed() {

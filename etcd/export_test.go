@@ -1,0 +1,4 @@
+package etcd
+
+// ReclaimWait is reclaimWait, for the tests.
+var ReclaimWait = reclaimWait
