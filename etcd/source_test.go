@@ -303,3 +303,10 @@ func TestApplyInPlace(t *testing.T) {
 		t.Fatalf("a no-op Apply: revision %d (want %d, nothing written), %v", again, rev, err)
 	}
 }
+
+// The documented default of Source.RequestTimeout.
+func TestDefaultRequestTimeout(t *testing.T) {
+	if etcd.DefaultRequestTimeout != 5*time.Second {
+		t.Fatalf("DefaultRequestTimeout %v, documented 5s", etcd.DefaultRequestTimeout)
+	}
+}

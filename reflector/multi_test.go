@@ -453,3 +453,10 @@ func TestNewMultiErrors(t *testing.T) {
 		})
 	}
 }
+
+// The documented defaults of Config and MultiConfig.
+func TestDefaults(t *testing.T) {
+	if reflector.DefaultBatchSize != 1000 || reflector.DefaultBatchInterval != 50*time.Millisecond {
+		t.Fatalf("DefaultBatchSize %d, DefaultBatchInterval %v; documented 1000 and 50ms", reflector.DefaultBatchSize, reflector.DefaultBatchInterval)
+	}
+}
