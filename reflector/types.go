@@ -86,11 +86,7 @@ type Source[In any] interface {
 
 // Health is where the reflector reports its health; hive's cell.Health
 // satisfies it.
-type Health interface {
-	OK(status string)
-	Degraded(reason string, err error)
-	Stopped(reason string)
-}
+type Health = reconciler.Health
 
 // Metrics receives the reflector's measurements; it must be safe for
 // concurrent use. An implementation embeds NopMetrics, so that a method

@@ -96,3 +96,19 @@ func (o *oneShot) run(ctx context.Context, env env) {
 		}
 	}
 }
+
+// WithScope is a OneShot job named name that runs fn, whose owner reports
+// its health through pending (a cell.PendingScope given as its Health
+// before the job existed): when the job starts, pending opens as the scope
+// named scope under the job's, so the health tree reads module → job →
+// scope. A nil pending runs fn alone (its owner reports elsewhere). The
+// glue of the reconciler and the reflector (reconcilercell,
+// reflectorcell) runs theirs with it.
+func WithScope(name, scope string, pending *cell.PendingScope, fn func(ctx context.Context) error, opts ...OneShotOption) Job {
+	return OneShot(name, func(ctx context.Context, health cell.Health) error {
+		if pending != nil {
+			pending.Open(health, scope)
+		}
+		return fn(ctx)
+	}, opts...)
+}

@@ -1,7 +1,6 @@
 package reconcilercell
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 
@@ -71,13 +70,7 @@ func Register[Obj any](p Params, cfg reconciler.Config[Obj]) (reconciler.Reconci
 	if err := p.Registerer.Register(NewStatusCollector[Obj](cfg.Name, p.DB, cfg.Table, cfg.GetObjectStatus)); err != nil {
 		return nil, fmt.Errorf("reconciler %q of table %q: registering steadystate_reconciler_objects: %w", cfg.Name, cfg.Table.Name(), err)
 	}
-	err = p.Jobs.Add(job.OneShot("reconcile-"+cfg.Name, func(ctx context.Context, jobHealth cell.Health) error {
-		if health != nil {
-			// The job's scope exists now: the reconciler's goes under it.
-			health.Open(jobHealth, "reconciler")
-		}
-		return r.Run(ctx)
-	}))
+	err = p.Jobs.Add(job.WithScope("reconcile-"+cfg.Name, "reconciler", health, r.Run))
 	if err != nil {
 		return nil, err
 	}

@@ -101,14 +101,10 @@ func fillIn(p Params, logger **slog.Logger, metrics *reflector.Metrics, health *
 	return pending
 }
 
-// addJob runs run as the job "reflect-<name>" of p's module.
+// addJob runs run as the job "reflect-<name>" of p's module, with the
+// reflector's health scope under the job's.
 func addJob(p Params, name string, health *cell.PendingScope, run func(context.Context) error) error {
-	return p.Jobs.Add(job.OneShot("reflect-"+name, func(ctx context.Context, jobHealth cell.Health) error {
-		if health != nil {
-			health.Open(jobHealth, "reflector")
-		}
-		return run(ctx)
-	}))
+	return p.Jobs.Add(job.WithScope("reflect-"+name, "reflector", health, run))
 }
 
 // PrometheusMetrics is the reflector.Metrics that reports to Prometheus.
