@@ -23,15 +23,6 @@ type desiredFile struct {
 // of returns the objects of kind k.
 func (f *desiredFile) of(k agentKind) []any { return f.objects[k.fileKey()] }
 
-// counts says how many objects of each kind: "3 sysctls, 4 routes, 4 rules".
-func (f *desiredFile) counts() string {
-	var parts []string
-	for _, k := range kinds {
-		parts = append(parts, fmt.Sprintf("%d %s", len(f.of(k)), k.fileKey()))
-	}
-	return strings.Join(parts, ", ")
-}
-
 // kindByFileKey returns the kind of a file key.
 func kindByFileKey(key string) (agentKind, bool) {
 	for _, k := range kinds {
