@@ -96,3 +96,35 @@ func TestDesiredRevisionErrors(t *testing.T) {
 		}
 	}
 }
+
+// DesiredRevisions equals DesiredRevision node by node, for a fleet larger
+// than one transaction holds.
+func TestDesiredRevisions(t *testing.T) {
+	c := startEtcd(t)
+	ctx := ctxT(t)
+	l := etcd.Layout{}
+	tables := []string{"ta", "tb", "tc"}
+	if _, err := etcd.Apply(ctx, c, l, "ta", etcd.ScopeAll, values("a", "1")); err != nil {
+		t.Fatal(err)
+	}
+	var nodes []string
+	for i := range 60 {
+		node := fmt.Sprintf("n%02d", i)
+		nodes = append(nodes, node)
+		if i%7 == 0 {
+			if _, err := etcd.Apply(ctx, c, l, tables[i%3], etcd.NodeScope(node), values("x", node)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	got, err := etcd.DesiredRevisions(ctx, c, l, tables, nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, node := range nodes {
+		want, err := etcd.DesiredRevision(ctx, c, l, tables, node)
+		if err != nil || got[node] != want {
+			t.Fatalf("node %s: %d, want %d (%v)", node, got[node], want, err)
+		}
+	}
+}

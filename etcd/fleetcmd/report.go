@@ -84,10 +84,16 @@ func Read(ctx context.Context, c *clientv3.Client, l etcd.Layout, tables []strin
 		nodes = append(nodes, NodeReport{NodeStatus: lost.NodeStatus, State: nodeLost, LastSeen: lost.LastSeen, SeenRevision: lost.SeenRevision})
 	}
 	slices.SortFunc(nodes, func(a, b NodeReport) int { return strings.Compare(a.Node, b.Node) })
+	names := make([]string, len(nodes))
+	for i, n := range nodes {
+		names[i] = n.Node
+	}
+	desired, err := etcd.DesiredRevisions(ctx, c, l, tables, names)
+	if err != nil {
+		return Report{}, err
+	}
 	for _, n := range nodes {
-		if n.Desired, err = etcd.DesiredRevision(ctx, c, l, tables, n.Node); err != nil {
-			return Report{}, err
-		}
+		n.Desired = desired[n.Node]
 		if n.State == nodeLive {
 			n.Received, n.Applied = n.NodeStatus.Received(n.Desired), n.NodeStatus.Applied(n.Desired)
 		}
