@@ -46,6 +46,11 @@ func cleanupCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 // revision returned through the read, and like any revision returned it
 // says when the state went into force, not that no apply came after.
 //
+// While a rollout is under way or paused (see StartRollout), nothing of the
+// desired state may change: ApplyTables fails with ErrRolloutActive, naming
+// the rollout, and one that starts between this apply's read and its
+// write fails it with ErrConflict.
+//
 // Other errors: a bad scope, table or object name; more tables than one
 // transaction can put in force; an object larger than an etcd request;
 // ErrUnknownLayout when the prefix holds a layout version this package
@@ -138,8 +143,9 @@ type applyRead struct {
 	cur     map[string]inForce
 	lastMod int64 // the latest change of any table named
 	// guard holds for the write transaction only if no table named was
-	// written in the scope since rev, and the layout version is still
-	// LayoutVersion; versionOps write the version if it was absent.
+	// written in the scope since rev, the layout version was not written
+	// and no rollout started; versionOps write the version if it was
+	// absent.
 	guard      []clientv3.Cmp
 	versionOps []clientv3.Op
 }
@@ -148,7 +154,7 @@ type applyRead struct {
 // the layout version, in one transaction, and makes the guard of the
 // write that follows.
 func readInForce(ctx context.Context, c *clientv3.Client, l Layout, scope string, names []string) (applyRead, error) {
-	gets := []clientv3.Op{clientv3.OpGet(l.VersionKey())}
+	gets := []clientv3.Op{clientv3.OpGet(l.VersionKey()), clientv3.OpGet(l.RolloutActive())}
 	for _, table := range names {
 		gets = append(gets, clientv3.OpGet(l.Current(table, scope)))
 	}
@@ -160,11 +166,17 @@ func readInForce(ctx context.Context, c *clientv3.Client, l Layout, scope string
 	if err := checkVersion(l, version); err != nil {
 		return applyRead{}, err
 	}
+	if err := rolloutUnderWay(l, resp.Responses[1].GetResponseRange().Kvs); err != nil {
+		return applyRead{}, err
+	}
 	r := applyRead{rev: resp.Header.Revision, cur: map[string]inForce{}}
 	r.guard, r.versionOps = versionGuard(l, version)
+	// A rollout that starts meanwhile fails the write (no change of the
+	// desired state while a rollout runs).
+	r.guard = append(r.guard, clientv3.Compare(clientv3.CreateRevision(l.RolloutActive()), "=", 0))
 	for i, table := range names {
 		var cur inForce
-		if kvs := resp.Responses[i+1].GetResponseRange().Kvs; len(kvs) > 0 {
+		if kvs := resp.Responses[i+2].GetResponseRange().Kvs; len(kvs) > 0 {
 			cur = inForce{gen: string(kvs[0].Value), mod: kvs[0].ModRevision}
 			r.lastMod = max(r.lastMod, cur.mod)
 		}

@@ -13,19 +13,31 @@
 // are kept per table and scope, where the scope is "all" (every node) or
 // "node/NAME" (one node), in generations:
 //
-//	PREFIX/layout                               the layout version ("2", LayoutVersion)
+//	PREFIX/layout                               the layout version ("3", LayoutVersion)
 //	PREFIX/desired/TABLE/SCOPE/current          the generation in force ("g000000000042")
 //	PREFIX/desired/TABLE/SCOPE/next             the last generation number taken
 //	PREFIX/desired/TABLE/SCOPE/gen/GEN/NAME     an object of that generation (its value: the object)
+//	PREFIX/desired/TABLE/all/pin/NODE           the fleet-wide generation in force for NODE during a rollout
 //	PREFIX/status/NODE                          a node's status (JSON NodeStatus), under the node's lease
 //	PREFIX/nodes/NODE                           a node's record (JSON NodeRecord), no lease
 //	PREFIX/objects/NODE/TABLE/NAME              an object's status on a node (optional), under the same lease
+//	PREFIX/rollout/active                       the rollout under way (JSON Rollout); applies are refused while it exists
+//	PREFIX/rollout/driver                       the rollout's driver (JSON RolloutDriverInfo), under the driver's lease
+//	PREFIX/rollout/next                         the last rollout number taken
+//	PREFIX/rollout/history/ID                   a finished rollout (JSON Rollout), the last RolloutHistoryKept
+//
+// A node's fleet-wide generation of a table is its pin when it has one,
+// else the scope's current one: a rollout moves nodes to a new state by
+// pinning them to its new generations (see Rollouts).
 //
 // The layout version is written by the first write of an apply (in the
 // same transaction) if absent. A program that finds a version it does not
 // know refuses to read or write (ErrUnknownLayout; see CheckLayout); an
-// absent key is read as this layout (version 1, before the key existed,
-// had no node records and reads the same).
+// absent key is read as this layout. Version 1 (before the key existed:
+// no node records) and version 2 (no pins, no rollouts) read the same as
+// version 3 without them; an apply keeps the version it found, and the
+// start of a rollout writes 3, so that a program that knows version 2
+// only, which would not follow the pins, refuses the prefix from then on.
 //
 // # Applies
 //
@@ -127,6 +139,27 @@ func (l Layout) Current(table, scope string) string { return l.Scope(table, scop
 func (l Layout) Generation(table, scope, gen string) string {
 	return l.Scope(table, scope) + "gen/" + gen + "/"
 }
+
+// Pin returns the key of node's pin of table: the fleet-wide generation in
+// force for node while a rollout reached it, PREFIX/desired/TABLE/all/pin/NODE.
+func (l Layout) Pin(table, node string) string { return l.PinPrefix(table) + node }
+
+// PinPrefix returns the prefix of every node's pin of table.
+func (l Layout) PinPrefix(table string) string { return l.Scope(table, ScopeAll) + "pin/" }
+
+// RolloutActive returns the key of the rollout under way: PREFIX/rollout/active.
+func (l Layout) RolloutActive() string { return l.prefix() + "/rollout/active" }
+
+// RolloutDriver returns the key of the rollout's driver, kept under the
+// driver's lease: PREFIX/rollout/driver.
+func (l Layout) RolloutDriver() string { return l.prefix() + "/rollout/driver" }
+
+// RolloutCounter returns the key of the last rollout number taken.
+func (l Layout) RolloutCounter() string { return l.prefix() + "/rollout/next" }
+
+// RolloutHistory returns the prefix of the finished rollouts:
+// PREFIX/rollout/history/.
+func (l Layout) RolloutHistory() string { return l.prefix() + "/rollout/history/" }
 
 // Status returns the key of a node's status.
 func (l Layout) Status(node string) string { return l.StatusPrefix() + node }

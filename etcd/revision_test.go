@@ -78,8 +78,8 @@ func TestDesiredRevisionErrors(t *testing.T) {
 		}
 		return ts
 	}
-	if rev, err := etcd.DesiredRevision(ctx, c, etcd.Layout{}, append(many(64), "t00"), "n1"); err != nil || rev != 0 {
-		t.Fatalf("64 tables (and a duplicate): %d, %v; want 0 and no error", rev, err)
+	if rev, err := etcd.DesiredRevision(ctx, c, etcd.Layout{}, append(many(42), "t00"), "n1"); err != nil || rev != 0 {
+		t.Fatalf("42 tables (and a duplicate): %d, %v; want 0 and no error", rev, err)
 	}
 	for _, tc := range []struct {
 		name   string
@@ -87,7 +87,7 @@ func TestDesiredRevisionErrors(t *testing.T) {
 		node   string
 		want   string
 	}{
-		{"65 tables", many(65), "n1", "65 tables take 130 reads"},
+		{"43 tables", many(43), "n1", "43 tables take 129 reads"},
 		{"bad table", []string{"a/b"}, "n1", `table "a/b"`},
 		{"bad node", []string{"a"}, "", `node ""`},
 	} {

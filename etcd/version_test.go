@@ -60,7 +60,7 @@ func TestLayoutVersion(t *testing.T) {
 	}
 
 	// An unknown version is refused, and nothing is written.
-	for _, bad := range []string{"3", "garbage", ""} {
+	for _, bad := range []string{"4", "garbage", ""} {
 		if _, err := c.Put(ctx, l.VersionKey(), bad); err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +91,7 @@ func TestLayoutVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	w1 := interleaved(cl, func() {
-		if _, err := c.Put(ctx, l.VersionKey(), "3"); err != nil {
+		if _, err := c.Put(ctx, l.VersionKey(), strconv.Itoa(etcd.LayoutVersion)); err != nil {
 			t.Error(err)
 		}
 	})

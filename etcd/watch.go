@@ -123,12 +123,42 @@ func (w *watcher) handle(resp clientv3.WatchResponse) bool {
 		if v == nil {
 			continue // a table this node does not take
 		}
-		allScope, ownScope := w.s.layout.Scope(table, ScopeAll), w.s.layout.Scope(table, NodeScope(w.s.node))
+		rev := uint64(ev.Kv.ModRevision)
 		var own bool
 		switch {
-		case strings.HasPrefix(key, allScope):
-		case strings.HasPrefix(key, ownScope):
+		case strings.HasPrefix(key, w.s.layout.Scope(table, ScopeAll)):
+			if key == w.s.layout.Current(table, ScopeAll) || key == w.s.layout.Pin(table, w.s.node) {
+				value := string(ev.Kv.Value)
+				if ev.Type == clientv3.EventTypeDelete {
+					value = ""
+				}
+				if key == w.s.layout.Pin(table, w.s.node) {
+					v.pin = value
+				} else {
+					v.current = value
+				}
+				if inForceFor(v.current, v.pin) != v.genAll {
+					// Another fleet-wide generation is in force for
+					// this node: read it whole.
+					w.send(reflector.Event[[]byte]{Kind: reflector.Resync, Revision: rev})
+					return false
+				}
+				// Rewritten by an in-place apply, or the pin and the
+				// current key now name the same generation (a rollout
+				// completed): the desired revision moved, not the state.
+				changed = true
+				continue
+			}
+		case strings.HasPrefix(key, w.s.layout.Scope(table, NodeScope(w.s.node))):
 			own = true
+			if key == w.s.layout.Current(table, NodeScope(w.s.node)) {
+				if ev.Type == clientv3.EventTypeDelete || string(ev.Kv.Value) != v.genNode {
+					w.send(reflector.Event[[]byte]{Kind: reflector.Resync, Revision: rev})
+					return false
+				}
+				changed = true // rewritten by an in-place apply
+				continue
+			}
 		default:
 			continue // another node's
 		}
@@ -136,23 +166,14 @@ func (w *watcher) handle(resp clientv3.WatchResponse) bool {
 		if own {
 			scope, gen = NodeScope(w.s.node), v.genNode
 		}
-		rev := uint64(ev.Kv.ModRevision)
-		prefix := w.s.layout.Generation(table, scope, gen)
-		switch {
-		case key == w.s.layout.Current(table, scope):
-			if ev.Type == clientv3.EventTypeDelete || string(ev.Kv.Value) != gen {
-				// Another generation is in force: read it whole.
-				w.send(reflector.Event[[]byte]{Kind: reflector.Resync, Revision: rev})
-				return false
-			}
-			changed = true // rewritten by an in-place apply
-		case gen != "" && strings.HasPrefix(key, prefix):
+		if prefix := w.s.layout.Generation(table, scope, gen); gen != "" && strings.HasPrefix(key, prefix) {
 			changed = true
 			if !w.object(ev, table, strings.TrimPrefix(key, prefix), own, v, rev) {
 				return false
 			}
 		}
-		// Other keys are generations being staged or deleted, counters.
+		// Other keys are generations being staged or deleted, counters,
+		// other nodes' pins.
 	}
 	// A watch delivers each revision whole and in order: every change of
 	// this node's desired state up to the last event's revision has been

@@ -1,0 +1,307 @@
+package etcd
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// RolloutSpec is what StartRollout rolls out, and how.
+type RolloutSpec struct {
+	// Tables is the new fleet-wide desired state, as ApplyTables takes it
+	// for ScopeAll (table → name → value); a table missing is left alone.
+	Tables map[string]map[string][]byte
+	// Steps are the cohorts: ParseSteps("1,10%,50%,100%"). The last is
+	// 100%.
+	Steps []StepSize
+	// Canary are nodes taken first, in this order; each must be live.
+	Canary []string
+	// MaxFailures is how many NACKing nodes the rollout tolerates over
+	// all its steps (default: none).
+	MaxFailures FailureLimit
+	// StepTimeout is how long a step waits for every node of its cohort
+	// to answer (default DefaultStepTimeout).
+	StepTimeout time.Duration
+	// StepPause is how long a step waits once every node answered before
+	// it passes (a bake; default none).
+	StepPause time.Duration
+	// Source names what is rolled out (a file), for the history.
+	Source string
+	// Driver names the driver in RolloutStatus (default "HOST pid N").
+	Driver string
+	// Switched, if set, is called once each step's cohort is switched,
+	// before the step waits for their answers.
+	Switched func(RolloutStep)
+}
+
+// defaultDriver is "HOST pid N".
+func defaultDriver() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s pid %d", cmp.Or(host, "localhost"), os.Getpid())
+}
+
+// rolloutName is a rollout's ID: r and its number, padded so that IDs
+// sort as numbers.
+func rolloutName(n uint64) string { return fmt.Sprintf("r%012d", n) }
+
+// StartRollout starts a rollout of spec's state over the live nodes and
+// returns its driver, which holds the rollout's lease (RolloutLeaseTTL):
+// call Run (or Step until Done), then Close.
+//
+// Before it writes anything it checks the spec (steps that end in 100%,
+// canaries that are live nodes, a step no larger than the fleet, names
+// ApplyTables accepts) and refuses a prefix where a rollout is under way
+// or paused (ErrRolloutActive, naming it) or whose layout version it does
+// not know (ErrUnknownLayout); a state equal to the one in force is
+// ErrNothingToRollOut. Then it stages the new generation of each changed
+// table and starts the rollout in one transaction, which also writes
+// layout version 3 and gives a changed table with no generation in force
+// an empty one (the state to roll back to). Of concurrent starts exactly
+// one wins: the others fail with ErrRolloutActive, or with ErrConflict if
+// an apply came in between, and leave nothing behind. No node is switched
+// before the first Step.
+func StartRollout(ctx context.Context, c *clientv3.Client, l Layout, spec RolloutSpec) (*RolloutDriver, error) {
+	if c == nil {
+		return nil, errors.New("rollout: client is nil")
+	}
+	r, err := planRollout(ctx, c, l, spec)
+	if err != nil {
+		return nil, fmt.Errorf("rollout not started: %w", err)
+	}
+	read, err := readInForce(ctx, c, l, ScopeAll, r.Named)
+	if err != nil {
+		return nil, fmt.Errorf("rollout not started: %w", err)
+	}
+	changed, err := changedTables(ctx, c, l, spec.Tables, r.Named, read)
+	if err != nil {
+		return nil, fmt.Errorf("rollout not started: %w", err)
+	}
+	if len(changed) == 0 {
+		return nil, fmt.Errorf("%w (in force since revision %d)", ErrNothingToRollOut, read.lastMod)
+	}
+	counter, err := c.Get(ctx, l.RolloutCounter())
+	if err != nil {
+		return nil, fmt.Errorf("rollout not started: reading %s: %w", l.RolloutCounter(), err)
+	}
+	var n uint64
+	var counterMod int64
+	if len(counter.Kvs) > 0 {
+		n, _ = strconv.ParseUint(strings.TrimPrefix(string(counter.Kvs[0].Value), "r"), 10, 64)
+		counterMod = counter.Kvs[0].ModRevision
+	}
+	r.ID = rolloutName(n + 1)
+
+	staged := &stagedRollout{c: c, l: l}
+	ops, err := staged.stage(ctx, r, spec.Tables, changed, read)
+	if err != nil {
+		staged.drop(ctx)
+		return nil, fmt.Errorf("rollout not started: %w", err)
+	}
+	d, err := startDriver(ctx, c, l, r, func(lease clientv3.LeaseID, info string) (*clientv3.TxnResponse, error) {
+		put, _ := json.Marshal(r)
+		guard := append(read.guard, clientv3.Compare(clientv3.ModRevision(l.RolloutCounter()), "=", counterMod))
+		ops = append(ops, clientv3.OpPut(l.RolloutActive(), string(put)), clientv3.OpPut(l.RolloutDriver(), info, clientv3.WithLease(lease)),
+			clientv3.OpPut(l.RolloutCounter(), r.ID), clientv3.OpPut(l.VersionKey(), strconv.Itoa(LayoutVersion)))
+		return c.Txn(ctx).If(guard...).Then(ops...).Commit()
+	})
+	if err != nil {
+		staged.drop(ctx)
+		if errors.Is(err, errClaimFailed) {
+			err = startRefused(ctx, c, l, read.rev)
+		}
+		return nil, fmt.Errorf("rollout not started: %w", err)
+	}
+	d.switched = spec.Switched
+	return d, nil
+}
+
+// errClaimFailed: the transaction that claims a rollout did not succeed.
+var errClaimFailed = errors.New("claim failed")
+
+// startDriver grants the driver's lease and claims the rollout with
+// claim's transaction (given the lease and the driver key's value); a
+// claim that does not succeed is errClaimFailed.
+func startDriver(ctx context.Context, c *clientv3.Client, l Layout, r *Rollout,
+	claim func(clientv3.LeaseID, string) (*clientv3.TxnResponse, error)) (*RolloutDriver, error) {
+	lease, err := c.Grant(ctx, leaseSeconds(RolloutLeaseTTL))
+	if err != nil {
+		return nil, fmt.Errorf("granting the driver's lease: %w", err)
+	}
+	info, _ := json.Marshal(RolloutDriverInfo{Driver: r.Driver, Rollout: r.ID, Since: time.Now().UTC()})
+	tr, err := claim(lease.ID, string(info))
+	if err == nil && !tr.Succeeded {
+		err = errClaimFailed
+	}
+	if err != nil {
+		revokeSoon(ctx, c, lease.ID)
+		return nil, err
+	}
+	s := &etcdStore{c: c, l: l, lease: lease.ID, version: tr.Header.Revision}
+	if err := s.keepAlive(ctx); err != nil {
+		revokeSoon(ctx, c, lease.ID)
+		return nil, err
+	}
+	return &RolloutDriver{store: s, r: r}, nil
+}
+
+// startRefused says why a start transaction failed after the read at rev:
+// a rollout that started meanwhile, or another write.
+func startRefused(ctx context.Context, c *clientv3.Client, l Layout, rev int64) error {
+	resp, err := c.Get(ctx, l.RolloutActive())
+	if err == nil {
+		if err := rolloutUnderWay(l, resp.Kvs); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("%w (a table, the layout version or the rollout counter changed since it was read at revision %d)", ErrConflict, rev)
+}
+
+// rolloutUnderWay is the error for an active key as read (kvs: none or
+// one): nil if there is none.
+func rolloutUnderWay(l Layout, kvs []*mvccpb.KeyValue) error {
+	if len(kvs) == 0 {
+		return nil
+	}
+	r, err := parseRollout(l.RolloutActive(), kvs[0].Value)
+	if err != nil {
+		return fmt.Errorf("%w (%v; `fleet rollout abort` rolls it back)", ErrRolloutActive, err)
+	}
+	return fmt.Errorf("%w: rollout %s, started %s, at step %d of %d (see `fleet rollout status`; abort it first, or apply with --force)",
+		ErrRolloutActive, r.ID, r.Started.Format(time.RFC3339), r.Step+1, len(r.Steps))
+}
+
+// planRollout checks spec and makes the rollout's state before anything
+// is written: the live nodes in order, the steps' sizes, the failures
+// tolerated.
+func planRollout(ctx context.Context, c *clientv3.Client, l Layout, spec RolloutSpec) (*Rollout, error) {
+	names, err := checkApply(ScopeAll, spec.Tables)
+	if err != nil {
+		return nil, err
+	}
+	if len(names) == 0 {
+		return nil, errors.New("no table to roll out")
+	}
+	var stepText []string
+	for _, st := range spec.Steps {
+		stepText = append(stepText, st.String())
+	}
+	if _, err := ParseSteps(strings.Join(stepText, ",")); err != nil {
+		return nil, fmt.Errorf("steps: %w", err)
+	}
+	if _, err := ParseFailureLimit(spec.MaxFailures.String()); err != nil {
+		return nil, fmt.Errorf("max failures: %w", err)
+	}
+	switch {
+	case spec.StepTimeout < 0:
+		return nil, fmt.Errorf("step timeout %v: must be positive", spec.StepTimeout)
+	case spec.StepPause < 0:
+		return nil, fmt.Errorf("step pause %v: must not be negative", spec.StepPause)
+	}
+	for _, n := range spec.Canary {
+		if err := checkName("canary node", n); err != nil {
+			return nil, err
+		}
+	}
+	view, err := Fleet(ctx, c, l)
+	if err != nil {
+		return nil, err
+	}
+	var live []string
+	for _, n := range view.Nodes {
+		live = append(live, n.Node)
+	}
+	if len(live) == 0 {
+		return nil, errors.New("no live node in the fleet: a rollout goes by the nodes' answers")
+	}
+	order, err := rolloutOrder(live, spec.Canary)
+	if err != nil {
+		return nil, err
+	}
+	sizes, err := rolloutSizes(spec.Steps, len(order))
+	if err != nil {
+		return nil, err
+	}
+	return &Rollout{
+		Source: spec.Source, Started: time.Now().UTC(), Steps: stepText, Sizes: sizes, Nodes: order, Canary: spec.Canary,
+		MaxFailures: spec.MaxFailures.String(), MaxFailed: spec.MaxFailures.Nodes(len(order)),
+		StepTimeout: cmp.Or(spec.StepTimeout, DefaultStepTimeout), StepPause: spec.StepPause,
+		Named: names, Driver: cmp.Or(spec.Driver, defaultDriver()),
+	}, nil
+}
+
+// changedTables are the tables named whose objects differ from those in
+// force as read.
+func changedTables(ctx context.Context, c *clientv3.Client, l Layout, tables map[string]map[string][]byte, names []string, read applyRead) ([]string, error) {
+	var changed []string
+	for _, table := range names {
+		cur := read.cur[table]
+		if cur.gen == "" {
+			if len(tables[table]) > 0 {
+				changed = append(changed, table)
+			}
+			continue
+		}
+		ops, _, err := inPlaceOps(ctx, c, l.Generation(table, ScopeAll, cur.gen), read.rev, tables[table])
+		if err != nil {
+			return nil, err
+		}
+		if len(ops) > 0 {
+			changed = append(changed, table)
+		}
+	}
+	return changed, nil
+}
+
+// stagedRollout is what StartRollout staged: dropped if it does not start.
+type stagedRollout struct {
+	c    *clientv3.Client
+	l    Layout
+	gens []RolloutTable // the generations taken (New; Old too where it is new and empty)
+}
+
+// stage writes the new generation of each changed table (not in force)
+// and fills r.Tables; it returns the operations the start transaction
+// adds: the empty generation put in force for a changed table with none.
+func (s *stagedRollout) stage(ctx context.Context, r *Rollout, tables map[string]map[string][]byte, changed []string, read applyRead) ([]clientv3.Op, error) {
+	var ops []clientv3.Op
+	for _, table := range changed {
+		t := RolloutTable{Table: table, Old: read.cur[table].gen}
+		var err error
+		if t.Old == "" {
+			// Nothing in force: an empty generation is, from the start,
+			// so that a rollback has a current key to rewrite.
+			if t.Old, err = nextGeneration(ctx, s.c, s.l, table, ScopeAll); err != nil {
+				return nil, err
+			}
+			s.gens = append(s.gens, RolloutTable{Table: table, New: t.Old})
+			ops = append(ops, clientv3.OpPut(s.l.Current(table, ScopeAll), t.Old))
+		}
+		if t.New, err = nextGeneration(ctx, s.c, s.l, table, ScopeAll); err != nil {
+			return nil, err
+		}
+		s.gens = append(s.gens, RolloutTable{Table: table, New: t.New})
+		if err := stage(ctx, s.c, s.l.Generation(table, ScopeAll, t.New), tables[table]); err != nil {
+			return nil, err
+		}
+		r.Tables = append(r.Tables, t)
+	}
+	return ops, nil
+}
+
+// drop deletes what stage wrote.
+func (s *stagedRollout) drop(ctx context.Context) {
+	cctx, cancel := cleanupCtx(ctx)
+	defer cancel()
+	for _, g := range s.gens {
+		s.c.Delete(cctx, s.l.Generation(g.Table, ScopeAll, g.New), clientv3.WithPrefix())
+	}
+}

@@ -1,0 +1,311 @@
+package etcd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// rolloutStore is where a driver keeps a rollout and reads its nodes:
+// etcd (etcdStore), or a model of it in the tests.
+type rolloutStore interface {
+	// switchNodes writes r (whose Switched counts nodes) and pins each of
+	// nodes to r's new generations, in one transaction, if the driver
+	// still holds the rollout; else ErrRolloutLost.
+	switchNodes(ctx context.Context, r *Rollout, nodes []string) error
+	// pinBatch is how many nodes one switchNodes may pin.
+	pinBatch(r *Rollout) int
+	// save writes r if the driver still holds the rollout; else
+	// ErrRolloutLost.
+	save(ctx context.Context, r *Rollout) error
+	// observe reads the nodes' statuses and desired revisions, and the
+	// store's revision they were read at. With claimed, it fails with
+	// ErrRolloutLost when the driver no longer holds the rollout.
+	observe(ctx context.Context, r *Rollout, nodes []string, claimed bool) (map[string]nodeObs, int64, error)
+	// wait returns once anything changed after revision after, or when
+	// ctx ends (its error then).
+	wait(ctx context.Context, after int64) error
+	// finish ends the rollout as r.Result says, in one transaction:
+	// completed (the new generations in force fleet-wide) or rolled back
+	// (every node at the previous state); r goes to the history. It
+	// returns the transaction's revision.
+	finish(ctx context.Context, r *Rollout) (int64, error)
+	// release gives the rollout up: it is paused.
+	release(ctx context.Context) error
+}
+
+// nodeObs is what a driver reads of one node.
+type nodeObs struct {
+	live    bool // its status key exists (its agent keeps its lease)
+	status  NodeStatus
+	desired int64 // DesiredRevision
+}
+
+// etcdStore is a rollout kept in etcd. A driver holds the rollout with
+// lease (the driver key is under it); AbortRollout uses one with no
+// lease. Every write is guarded by the active key's ModRevision as this
+// store last wrote or read it, and by the driver key's lease.
+type etcdStore struct {
+	c     *clientv3.Client
+	l     Layout
+	lease clientv3.LeaseID // 0: not a driver
+
+	mu      sync.Mutex
+	version int64 // the active key's ModRevision as last written or read
+	cancel  context.CancelFunc
+}
+
+var _ rolloutStore = (*etcdStore)(nil)
+
+// keepAlive keeps the store's lease alive until release.
+func (s *etcdStore) keepAlive(ctx context.Context) error {
+	kctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	ch, err := s.c.KeepAlive(kctx, s.lease)
+	if err != nil {
+		cancel()
+		return fmt.Errorf("keeping the driver's lease alive: %w", err)
+	}
+	s.cancel = cancel
+	go func() {
+		for range ch { // drained until the lease is lost or released
+		}
+	}()
+	return nil
+}
+
+func (s *etcdStore) guard() []clientv3.Cmp {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.l.RolloutActive()), "=", s.version)}
+	if s.lease != 0 {
+		cmps = append(cmps, clientv3.Compare(clientv3.LeaseValue(s.l.RolloutDriver()), "=", s.lease))
+	}
+	return cmps
+}
+
+// commit runs ops under the guard; a guard that fails is ErrRolloutLost,
+// with what became of the rollout.
+func (s *etcdStore) commit(ctx context.Context, r *Rollout, ops ...clientv3.Op) (int64, error) {
+	tr, err := s.c.Txn(ctx).If(s.guard()...).Then(ops...).Commit()
+	if err != nil {
+		return 0, fmt.Errorf("writing rollout %s: %w", r.ID, err)
+	}
+	if !tr.Succeeded {
+		return 0, s.lost(ctx, r)
+	}
+	s.mu.Lock()
+	s.version = tr.Header.Revision
+	s.mu.Unlock()
+	return tr.Header.Revision, nil
+}
+
+// lost says why the driver no longer holds rollout r.
+func (s *etcdStore) lost(ctx context.Context, r *Rollout) error {
+	resp, err := s.c.Txn(ctx).Then(clientv3.OpGet(s.l.RolloutActive()), clientv3.OpGet(s.l.RolloutDriver())).Commit()
+	if err != nil {
+		return fmt.Errorf("%w: rollout %s changed under it (%v)", ErrRolloutLost, r.ID, err)
+	}
+	active, driver := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
+	switch {
+	case len(active) == 0:
+		return fmt.Errorf("%w: rollout %s was finished meanwhile (aborted; see the rollout history)", ErrRolloutLost, r.ID)
+	case len(driver) == 0:
+		return fmt.Errorf("%w: its lease expired (%v without a keep-alive): rollout %s is paused", ErrRolloutLost, RolloutLeaseTTL, r.ID)
+	case clientv3.LeaseID(driver[0].Lease) != s.lease:
+		return fmt.Errorf("%w: rollout %s is driven by %s now", ErrRolloutLost, r.ID, driverName(driver[0].Value))
+	}
+	return fmt.Errorf("%w: rollout %s was changed by another writer", ErrRolloutLost, r.ID)
+}
+
+// driverName is the driver a driver key's value names.
+func driverName(v []byte) string {
+	var info RolloutDriverInfo
+	if json.Unmarshal(v, &info) != nil || info.Driver == "" {
+		return fmt.Sprintf("an unreadable driver (%q)", v)
+	}
+	return fmt.Sprintf("%s (since %s)", info.Driver, info.Since.Format("15:04:05"))
+}
+
+func (s *etcdStore) putRollout(r *Rollout) (clientv3.Op, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return clientv3.Op{}, err
+	}
+	return clientv3.OpPut(s.l.RolloutActive(), string(b)), nil
+}
+
+func (s *etcdStore) save(ctx context.Context, r *Rollout) error {
+	put, err := s.putRollout(r)
+	if err != nil {
+		return err
+	}
+	_, err = s.commit(ctx, r, put)
+	return err
+}
+
+func (s *etcdStore) pinBatch(r *Rollout) int { return max((maxTxnOps-1)/len(r.Tables), 1) }
+
+func (s *etcdStore) switchNodes(ctx context.Context, r *Rollout, nodes []string) error {
+	put, err := s.putRollout(r)
+	if err != nil {
+		return err
+	}
+	ops := []clientv3.Op{put}
+	for _, node := range nodes {
+		for _, t := range r.Tables {
+			ops = append(ops, clientv3.OpPut(s.l.Pin(t.Table, node), t.New))
+		}
+	}
+	_, err = s.commit(ctx, r, ops...)
+	return err
+}
+
+func (s *etcdStore) observe(ctx context.Context, r *Rollout, nodes []string, claimed bool) (map[string]nodeObs, int64, error) {
+	resp, err := s.c.Txn(ctx).Then(clientv3.OpGet(s.l.RolloutActive()), clientv3.OpGet(s.l.RolloutDriver()),
+		clientv3.OpGet(s.l.StatusPrefix(), clientv3.WithPrefix())).Commit()
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading the nodes' statuses: %w", err)
+	}
+	if claimed {
+		active, driver := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
+		s.mu.Lock()
+		held := len(active) == 1 && active[0].ModRevision == s.version && len(driver) == 1 && clientv3.LeaseID(driver[0].Lease) == s.lease
+		s.mu.Unlock()
+		if !held {
+			return nil, 0, s.lost(ctx, r)
+		}
+	}
+	want := map[string]bool{}
+	for _, n := range nodes {
+		want[n] = true
+	}
+	obs := make(map[string]nodeObs, len(nodes))
+	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
+		node := strings.TrimPrefix(string(kv.Key), s.l.StatusPrefix())
+		if !want[node] {
+			continue
+		}
+		o := nodeObs{live: true}
+		if json.Unmarshal(kv.Value, &o.status) != nil {
+			o.status = NodeStatus{Errors: []string{"status unreadable: not a node status"}}
+		}
+		obs[node] = o
+	}
+	desired, err := DesiredRevisions(ctx, s.c, s.l, r.Named, nodes)
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, n := range nodes {
+		o := obs[n]
+		o.desired = desired[n]
+		obs[n] = o
+	}
+	return obs, resp.Header.Revision, nil
+}
+
+func (s *etcdStore) wait(ctx context.Context, after int64) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for resp := range s.c.Watch(clientv3.WithRequireLeader(ctx), s.l.Root(), clientv3.WithPrefix(), clientv3.WithRev(after+1)) {
+		if err := resp.Err(); err != nil {
+			return err
+		}
+		if len(resp.Events) > 0 {
+			return nil
+		}
+	}
+	return ctx.Err()
+}
+
+func (s *etcdStore) finish(ctx context.Context, r *Rollout) (int64, error) {
+	if r.Result != RolloutCompleted && r.Result != RolloutRolledBack {
+		return 0, fmt.Errorf("finishing rollout %s: result %q", r.ID, r.Result)
+	}
+	ops, err := s.finishOps(ctx, r)
+	if err != nil {
+		return 0, err
+	}
+	rev, err := s.commit(ctx, r, ops...)
+	if err != nil {
+		return 0, err
+	}
+	// The nodes moved on; a failure only leaves garbage behind.
+	cctx, cancel := cleanupCtx(ctx)
+	defer cancel()
+	for _, t := range r.Tables {
+		gen := t.New
+		if r.Result == RolloutCompleted {
+			gen = t.Old
+		}
+		s.c.Delete(cctx, s.l.Generation(t.Table, ScopeAll, gen), clientv3.WithPrefix())
+	}
+	return rev, nil
+}
+
+// finishOps are the operations of the transaction that finishes r: the
+// current keys (the new generations, or the previous ones rewritten so
+// that every node's desired revision moves past its pins), the pins
+// removed, r put in the history (the oldest beyond RolloutHistoryKept
+// deleted), the active and driver keys deleted. The current keys come
+// before the pins: a node's watch reads them in that order, so a node
+// pinned to the generation that stays in force sees no change of state.
+func (s *etcdStore) finishOps(ctx context.Context, r *Rollout) ([]clientv3.Op, error) {
+	hist, err := s.c.Get(ctx, s.l.RolloutHistory(), clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		return nil, fmt.Errorf("reading the rollout history: %w", err)
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	var ops []clientv3.Op
+	for _, t := range r.Tables {
+		gen := t.Old
+		if r.Result == RolloutCompleted {
+			gen = t.New
+		}
+		ops = append(ops, clientv3.OpPut(s.l.Current(t.Table, ScopeAll), gen))
+	}
+	for _, t := range r.Tables {
+		ops = append(ops, clientv3.OpDelete(s.l.PinPrefix(t.Table), clientv3.WithPrefix()))
+	}
+	ops = append(ops, clientv3.OpPut(s.l.RolloutHistory()+r.ID, string(b)),
+		clientv3.OpDelete(s.l.RolloutActive()), clientv3.OpDelete(s.l.RolloutDriver()))
+	keys := make([]string, 0, len(hist.Kvs))
+	for _, kv := range hist.Kvs {
+		if k := string(kv.Key); k != s.l.RolloutHistory()+r.ID {
+			keys = append(keys, k)
+		}
+	}
+	for _, k := range keys[:max(len(keys)-(RolloutHistoryKept-1), 0)] {
+		ops = append(ops, clientv3.OpDelete(k))
+	}
+	return ops, nil
+}
+
+func (s *etcdStore) release(ctx context.Context) error {
+	if s.lease == 0 {
+		return nil
+	}
+	if s.cancel != nil {
+		s.cancel()
+	}
+	cctx, cancel := cleanupCtx(ctx)
+	defer cancel()
+	if _, err := s.c.Revoke(cctx, s.lease); err != nil {
+		return fmt.Errorf("revoking the driver's lease (the rollout is paused once it expires, within %v): %w", RolloutLeaseTTL, err)
+	}
+	return nil
+}
+
+// sortedNodes is nodes sorted, for messages.
+func sortedNodes(nodes []string) []string { return slices.Sorted(slices.Values(nodes)) }
+
+var errFinished = errors.New("the rollout is finished")
