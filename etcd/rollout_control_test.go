@@ -176,7 +176,9 @@ func TestRolloutOneAtATime(t *testing.T) {
 		drivers := make([]*etcd.RolloutDriver, 3)
 		errs := make([]error, 3)
 		for j := range 3 {
-			wg.Go(func() { drivers[j], errs[j] = etcd.StartRollout(ctx, cl.Client(), l, spec(strings.Repeat("x", i*3+j+1))) })
+			wg.Go(func() {
+				drivers[j], errs[j] = etcd.StartRollout(ctx, cl.Client(), l, spec(strings.Repeat("x", i*3+j+1)))
+			})
 		}
 		wg.Wait()
 		won := 0
