@@ -1,8 +1,9 @@
 // Package etcd takes a fleet's desired state from etcd and gives etcd each
 // node's status back: the source of a reflector (package reflector), the
-// writer of desired state (Apply, ApplyTables), a status publisher kept
-// alive by a lease, and the fleet view computed from the nodes' statuses
-// and records.
+// writer of desired state (Apply, ApplyTables), progressive rollouts gated
+// by every node's answer (StartRollout), a status publisher kept alive by
+// a lease, and the fleet view computed from the nodes' statuses and
+// records.
 //
 // It is a module of its own, so that the library's go.mod stays free of
 // gRPC and the etcd client.
@@ -55,6 +56,54 @@
 // table it names, as it read them (a key not there yet included), so it
 // fails with ErrConflict if another apply wrote any of them meanwhile.
 //
+// # Rollouts
+//
+// StartRollout puts a new fleet-wide desired state in force step by step:
+// the live nodes at the start, canaries first and then by name, are taken
+// in cohorts (a step of p% reaches ceil(p × nodes) in all), and each step
+// waits for every node of its cohort to answer: an ACK (its status says it
+// applied its desired state, NodeStatus.Applied of its DesiredRevision) or
+// a NACK (it received that state and reports objects in Error, Rejected or
+// DeleteFailing, with the errors). More NACKing nodes over the rollout
+// than it tolerates, or a node of the cohort without an answer when the
+// step timeout passes, halts it and rolls it back. Its invariants:
+//
+//   - One rollout at a time per prefix: the transaction that starts one
+//     creates Layout.RolloutActive only if it is absent, so of concurrent
+//     starts exactly one wins. While the key exists nothing changes the
+//     desired state but the rollout: ApplyTables refuses
+//     (ErrRolloutActive), and the generations in force before it stay as
+//     they were, the previous state to roll back to.
+//   - A node switches whole: the rollout stages its new generations
+//     without putting them in force, and a step pins each node of its
+//     cohort (Layout.Pin) to the new generation of every changed table in
+//     one transaction (with the rollout's state: what it records is what
+//     etcd holds). The node's one watch reads its pins, so the node moves
+//     from the old state to the new in one commit of its tables.
+//   - Nodes outside the reached cohorts never see the new state: only
+//     reached nodes have pins; the current keys keep the previous state
+//     until the last step passed, so a node that joins mid-rollout reads
+//     it (and gets the new state when the rollout completes).
+//   - Finishing is one transaction for the whole fleet: completing puts
+//     the new generations in force and removes the pins; rolling back
+//     removes the pins and rewrites the current keys as they were, so that
+//     every node's DesiredRevision moves past its pin; either way the
+//     rollout goes to the history (the last RolloutHistoryKept are kept).
+//   - An answer is never ahead of the truth: a lost, stopped or silent node
+//     has not answered, whatever its last status said, and is never an
+//     ACK; a NACK, once seen, stays counted for the rollout.
+//   - Only the driver writes: the driver holds a lease (RolloutLeaseTTL)
+//     under which it keeps Layout.RolloutDriver, and every write of the
+//     driver is guarded by that lease and by the rollout's state as it last
+//     wrote it. A driver that dies leaves the rollout paused once its lease
+//     expires; ResumeRollout continues from the step reached (the step runs
+//     again: switched nodes stay switched, NACKs stay counted); AbortRollout
+//     rolls back with or without a live driver, which then fails with
+//     ErrRolloutLost and writes nothing more.
+//   - A rollout state that does not parse is never acted on: RolloutStatus
+//     and ResumeRollout name its key and error (ErrRolloutUnreadable);
+//     AbortRollout removes the pins it finds and nothing else.
+//
 // # Nodes: live, lost, left
 //
 // A node is live while its agent keeps its lease: its status key exists.
@@ -73,9 +122,11 @@
 //
 // # Revisions
 //
-// Every Apply that changes a scope rewrites its current key, so
-// DesiredRevision (the latest ModRevision of a node's current keys) is the
-// revision of the last change to a node's desired state. A node's Source
+// Every Apply that changes a scope rewrites its current key, and every
+// write of a rollout that changes what a node reads writes its pins or
+// the current keys, so DesiredRevision (the latest ModRevision of a node's
+// current keys and pins) is the revision of the last change to a node's
+// desired state. A node's Source
 // watches all of its tables in one etcd watch and sends a
 // reflector.Progress after each watch response that changed the node's
 // desired state (etcd delivers each revision whole, in one response), so
