@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // retryPause is how long a driver waits before it reads its nodes again
@@ -255,32 +257,53 @@ func (d *RolloutDriver) halt(ctx context.Context, st RolloutStep, reason string)
 func waitBack(ctx context.Context, s rolloutStore, r *Rollout, rev int64) []NodeAnswer {
 	ctx, cancel := context.WithTimeout(ctx, r.StepTimeout)
 	defer cancel()
+	out, _ := waitAnswers(ctx, s, r, r.Reached(), rev)
+	return out
+}
+
+// waitAnswers waits until each of nodes answers for its desired state at
+// or past rev, and returns the answers last read; ctx's error if it ended
+// first.
+func waitAnswers(ctx context.Context, s rolloutStore, r *Rollout, nodes []string, rev int64) ([]NodeAnswer, error) {
 	var out []NodeAnswer
 	for {
-		obs, read, err := s.observe(ctx, r, r.Reached(), false)
+		obs, read, err := s.observe(ctx, r, nodes, false)
 		if err == nil {
 			out = out[:0]
 			done := true
-			for _, node := range r.Reached() {
+			for _, node := range nodes {
 				a := answerOf(node, obs[node], time.Now())
 				if a.Desired < rev {
-					a.Answer, a.Errors = AnswerNone, []string{fmt.Sprintf("desired state read at revision %d, before the rollback at %d", a.Desired, rev)}
+					a.Answer, a.Errors = AnswerNone, []string{fmt.Sprintf("desired state read at revision %d, before %d", a.Desired, rev)}
 				}
 				done = done && a.Answer != AnswerNone
 				out = append(out, a)
 			}
 			if done {
-				return out
+				return out, nil
 			}
 			err = s.wait(ctx, read)
 		}
 		if ctx.Err() != nil {
-			return out
+			return out, ctx.Err()
 		}
 		if err != nil {
 			sleepCtx(ctx, retryPause)
 		}
 	}
+}
+
+// WaitAnswers waits until each of nodes answers for its desired state in
+// tables at or past revision rev: an ACK (it applied it) or a NACK (it
+// reports failures for it). It returns each node's answer as last read,
+// in nodes' order, and ctx's error if ctx ended first (a node without an
+// answer then says why: not live, behind, applying). After AbortRollout,
+// it tells when the reached nodes are back at the previous state.
+func WaitAnswers(ctx context.Context, c *clientv3.Client, l Layout, tables, nodes []string, rev int64) ([]NodeAnswer, error) {
+	if c == nil {
+		return nil, errors.New("wait answers: client is nil")
+	}
+	return waitAnswers(ctx, &etcdStore{c: c, l: l}, &Rollout{Named: tables}, nodes, rev)
 }
 
 // answersOf sorts the recorded answers of nodes into ACKs, NACKs and
