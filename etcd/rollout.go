@@ -172,14 +172,15 @@ type RolloutStep struct {
 	// again).
 	Started time.Time `json:"started"`
 	Ended   time.Time `json:"ended,omitzero"`
-	// Result: "switched" (Switched's callback: its cohort is switched,
-	// the answers are awaited), "passed" or "halted".
+	// Result: StepSwitched or StepBaking (as RolloutSpec.Progress sees
+	// it), StepPassed or StepHalted (as Step returns it).
 	Result string `json:"result"`
 }
 
 // The results of a step (RolloutStep.Result).
 const (
-	StepSwitched = "switched"
+	StepSwitched = "switched" // its cohort is switched; the answers are awaited
+	StepBaking   = "baking"   // every node answered; the step pauses before it passes
 	StepPassed   = "passed"
 	StepHalted   = "halted"
 )

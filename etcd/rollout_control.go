@@ -76,8 +76,8 @@ type ResumeOptions struct {
 	Driver string
 	// StepTimeout and StepPause, if set, replace the rollout's.
 	StepTimeout, StepPause *time.Duration
-	// Switched is as RolloutSpec.Switched.
-	Switched func(RolloutStep)
+	// Progress is as RolloutSpec.Progress.
+	Progress func(RolloutStep)
 }
 
 // ResumeRollout takes a paused rollout over: it returns a driver holding
@@ -135,7 +135,7 @@ func ResumeRollout(ctx context.Context, c *clientv3.Client, l Layout, opts Resum
 	if err != nil {
 		return nil, fmt.Errorf("resume: %w", err)
 	}
-	d.switched = opts.Switched
+	d.progress = opts.Progress
 	return d, nil
 }
 

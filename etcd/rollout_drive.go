@@ -23,7 +23,7 @@ const retryPause = 500 * time.Millisecond
 type RolloutDriver struct {
 	store    rolloutStore
 	r        *Rollout
-	switched func(RolloutStep)
+	progress func(RolloutStep)
 	back     []NodeAnswer
 }
 
@@ -66,7 +66,7 @@ func (d *RolloutDriver) Run(ctx context.Context, each func(RolloutStep)) (Rollou
 
 // Step runs the step under way to its end: it switches the step's new
 // nodes to the new state (whole nodes in each transaction), calls the
-// driver's switched callback, and waits for every reached node's answer.
+// driver's progress callback, and waits for every reached node's answer.
 // More NACKing nodes than the rollout tolerates, or a node of the cohort
 // without an answer when the step timeout passes, halts the rollout: the
 // reached nodes are rolled back to the previous state in one transaction,
@@ -90,8 +90,8 @@ func (d *RolloutDriver) Step(ctx context.Context) (RolloutStep, error) {
 	if err := d.switchCohort(ctx, r, &st); err != nil {
 		return st, err
 	}
-	if d.switched != nil {
-		d.switched(st)
+	if d.progress != nil {
+		d.progress(st)
 	}
 	deadline := st.Started.Add(r.StepTimeout)
 	var bakeEnd time.Time
@@ -117,6 +117,11 @@ func (d *RolloutDriver) Step(ctx context.Context) (RolloutStep, error) {
 			return d.halt(ctx, st, fmt.Sprintf("step %d of %d (%s): %s", k+1, len(r.Steps), r.Steps[k], r.failuresText()))
 		case len(st.NoAnswer) == 0 && bakeEnd.IsZero():
 			bakeEnd = now.Add(r.StepPause)
+			if d.progress != nil && r.StepPause > 0 {
+				baking := st
+				baking.Result = StepBaking
+				d.progress(baking)
+			}
 		case len(st.NoAnswer) > 0 && !now.Before(deadline):
 			return d.halt(ctx, st, fmt.Sprintf("step %d of %d (%s): not acknowledged within %v: %s", k+1, len(r.Steps), r.Steps[k], r.StepTimeout, answersText(st.NoAnswer)))
 		}

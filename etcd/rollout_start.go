@@ -38,9 +38,10 @@ type RolloutSpec struct {
 	Source string
 	// Driver names the driver in RolloutStatus (default "HOST pid N").
 	Driver string
-	// Switched, if set, is called once each step's cohort is switched,
-	// before the step waits for their answers.
-	Switched func(RolloutStep)
+	// Progress, if set, is called as each step goes: once its cohort is
+	// switched (Result StepSwitched), and once every node answered, if the
+	// step then pauses (StepBaking).
+	Progress func(RolloutStep)
 }
 
 // defaultDriver is "HOST pid N".
@@ -120,7 +121,7 @@ func StartRollout(ctx context.Context, c *clientv3.Client, l Layout, spec Rollou
 		}
 		return nil, fmt.Errorf("rollout not started: %w", err)
 	}
-	d.switched = spec.Switched
+	d.progress = spec.Progress
 	return d, nil
 }
 

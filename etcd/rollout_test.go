@@ -176,7 +176,7 @@ func rolloutCompletes(t *testing.T, cl *etcdtest.Cluster) {
 	d, err := etcd.StartRollout(ctx, c, l, etcd.RolloutSpec{
 		Tables: map[string]map[string][]byte{"objs": values("a", "v2", "b", "v1", "c", "v2")},
 		Steps:  steps(t, "1,50%,100%"), Canary: []string{"n2"}, StepTimeout: 30 * time.Second, Source: "v2.yaml",
-		Switched: func(st etcd.RolloutStep) { switched = append(switched, st) },
+		Progress: func(st etcd.RolloutStep) { switched = append(switched, st) },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -347,7 +347,7 @@ func TestRolloutTimeoutAndJoiner(t *testing.T) {
 
 	d, err := etcd.StartRollout(ctx, c, l, etcd.RolloutSpec{Tables: map[string]map[string][]byte{"objs": values("a", "v2")},
 		Steps: steps(t, "1,100%"), Canary: []string{"n1"}, StepTimeout: 2 * time.Second,
-		Switched: func(etcd.RolloutStep) { f.nodes["n1"].stop() }})
+		Progress: func(etcd.RolloutStep) { f.nodes["n1"].stop() }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -105,7 +105,7 @@ func rollOut(cmd *cobra.Command, c *clientv3.Client, l etcd.Layout, file string,
 	w := cmd.OutOrStdout()
 	d, err := etcd.StartRollout(ctx, c, l, etcd.RolloutSpec{
 		Tables: objects, Steps: steps, Canary: f.canary, MaxFailures: limit, StepTimeout: f.stepTimeout, StepPause: f.stepPause,
-		Source: file, Switched: func(st etcd.RolloutStep) { printSwitched(w, st) },
+		Source: file, Progress: func(st etcd.RolloutStep) { printProgress(w, st) },
 	})
 	if errors.Is(err, etcd.ErrNothingToRollOut) {
 		fmt.Fprintf(w, "%s: %v\n", file, err)
@@ -215,7 +215,7 @@ interrupted (paused again).`,
 	timeout := cmd.Flags().Duration("step-timeout", 0, "replace the rollout's step timeout")
 	pause := cmd.Flags().Duration("step-pause", 0, "replace the rollout's step pause")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		opts := etcd.ResumeOptions{Switched: func(st etcd.RolloutStep) { printSwitched(cmd.OutOrStdout(), st) }}
+		opts := etcd.ResumeOptions{Progress: func(st etcd.RolloutStep) { printProgress(cmd.OutOrStdout(), st) }}
 		if cmd.Flags().Changed("step-timeout") {
 			opts.StepTimeout = timeout
 		}

@@ -19,8 +19,13 @@ func stepName(st etcd.RolloutStep) string {
 	return fmt.Sprintf("step %d/%d (%s)", st.Index+1, st.Of, st.Size)
 }
 
-// printSwitched says that a step's cohort is switched.
-func printSwitched(w io.Writer, st etcd.RolloutStep) {
+// printProgress says that a step's cohort is switched, or that every node
+// answered and the step pauses.
+func printProgress(w io.Writer, st etcd.RolloutStep) {
+	if st.Result == etcd.StepBaking {
+		fmt.Fprintf(w, "%s: every node answered (%d ACK, %d NACK); pausing before the step passes\n", stepName(st), len(st.ACK), len(st.NACK))
+		return
+	}
 	switched := "no new node (switched before)"
 	if len(st.New) > 0 {
 		switched = "switched " + strings.Join(st.New, ", ")
