@@ -76,10 +76,12 @@ type simAgent struct {
 	rec    reconciler.Reconciler[*obj]
 	pub    *etcd.Publisher
 	target *memTarget
+	lists  *listCounter // the reflector's lists of its source
 }
 
 func startAgent(ctx context.Context, b testing.TB, c *clientv3.Client, l etcd.Layout, name string, wg *sync.WaitGroup) *simAgent {
-	a := &simAgent{name: name, db: statedb.New(), target: &memTarget{state: map[string]string{}, ever: map[string]bool{}}}
+	a := &simAgent{name: name, db: statedb.New(), target: &memTarget{state: map[string]string{}, ever: map[string]bool{}},
+		lists: &listCounter{lists: map[string]int{}}}
 	var err error
 	if a.table, err = statedb.NewTable(a.db, "objs", nameIndex, reconciler.StatusIndex(func(o *obj) reconciler.Status { return o.Status })); err != nil {
 		b.Fatal(err)
@@ -95,6 +97,7 @@ func startAgent(ctx context.Context, b testing.TB, c *clientv3.Client, l etcd.La
 			SetObjectStatus: func(o *obj, s reconciler.Status) *obj { o.Status = s; return o }},
 		Transform:     func(k string, v []byte) (*obj, error) { return &obj{Name: k, Value: string(v)}, nil },
 		BatchInterval: 10 * time.Millisecond,
+		Metrics:       a.lists,
 		Logger:        quiet,
 	})
 	if err != nil {
@@ -120,6 +123,13 @@ func startAgent(ctx context.Context, b testing.TB, c *clientv3.Client, l etcd.La
 	go func() { defer wg.Done(); a.rec.Run(ctx) }()
 	go func() { defer wg.Done(); a.report(ctx) }()
 	return a
+}
+
+// relists is how many times the agent's reflector listed its source.
+func (a *simAgent) relists() int {
+	a.lists.mu.Lock()
+	defer a.lists.mu.Unlock()
+	return a.lists.lists["objs"]
 }
 
 // report publishes the revision reached and the counts by status whenever

@@ -19,6 +19,8 @@
 //	PREFIX/desired/TABLE/SCOPE/next             the last generation number taken
 //	PREFIX/desired/TABLE/SCOPE/gen/GEN/NAME     an object of that generation (its value: the object)
 //	PREFIX/desired/TABLE/all/pin/NODE           the fleet-wide generation in force for NODE during a rollout
+//	PREFIX/desired/TABLE/all/delta/DELTA/put/NAME  an object a delta puts over the generation in force
+//	PREFIX/desired/TABLE/all/delta/DELTA/del/NAME  an object a delta removes from it (empty value)
 //	PREFIX/status/NODE                          a node's status (JSON NodeStatus), under the node's lease
 //	PREFIX/nodes/NODE                           a node's record (JSON NodeRecord), no lease
 //	PREFIX/objects/NODE/TABLE/NAME              an object's status on a node (optional), under the same lease
@@ -29,7 +31,11 @@
 //
 // A node's fleet-wide generation of a table is its pin when it has one,
 // else the scope's current one: a rollout moves nodes to a new state by
-// pinning them to its new generations (see Rollouts).
+// pinning them to its new generations (see Rollouts). A pin may also name
+// a delta ("d000000000043"): the objects it puts and removes over the
+// current generation, which a rollout of a small change writes instead of
+// a whole generation, so that a node switches by reading the change, not
+// every object.
 //
 // The layout version is written by the first write of an apply (in the
 // same transaction) if absent. A program that finds a version it does not
@@ -239,6 +245,21 @@ func (l Layout) VersionKey() string { return l.prefix() + "/layout" }
 
 // Root returns the prefix every key of the layout starts with: PREFIX/.
 func (l Layout) Root() string { return l.prefix() + "/" }
+
+// Delta returns the key prefix of a delta of table's scope all:
+// PREFIX/desired/TABLE/all/delta/DELTA/.
+func (l Layout) Delta(table, delta string) string {
+	return l.Scope(table, ScopeAll) + "delta/" + delta + "/"
+}
+
+// deltaName formats delta n (numbered with the generations).
+func deltaName(n uint64) string { return fmt.Sprintf("d%012d", n) }
+
+// isDelta tells whether a pin names a delta.
+func isDelta(s string) bool {
+	digits, ok := strings.CutPrefix(s, "d")
+	return ok && parseGen("g"+digits) != 0
+}
 
 // genName formats generation n; the zero padding keeps them in order.
 func genName(n uint64) string { return fmt.Sprintf("g%012d", n) }

@@ -133,7 +133,8 @@ type Rollout struct {
 }
 
 // RolloutTable is one changed table of a rollout: the generation in force
-// before it (the state it rolls back to) and the new one.
+// before it (the state it rolls back to) and the new one, or the delta
+// over the old one ("d000000000009") that a small change is rolled out as.
 type RolloutTable struct {
 	Table string `json:"table"`
 	Old   string `json:"old"`
@@ -269,7 +270,7 @@ func (r *Rollout) check() error {
 		}
 	}
 	for _, t := range r.Tables {
-		if checkName("table", t.Table) != nil || parseGen(t.Old) == 0 || parseGen(t.New) == 0 {
+		if checkName("table", t.Table) != nil || parseGen(t.Old) == 0 || (parseGen(t.New) == 0 && !isDelta(t.New)) {
 			return fmt.Errorf("table %q: generations %q and %q", t.Table, t.Old, t.New)
 		}
 	}

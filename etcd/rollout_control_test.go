@@ -163,8 +163,8 @@ func TestRolloutOneAtATime(t *testing.T) {
 		t.FailNow()
 	}
 	defer second.Close(context.Background())
-	if gens := keys(t, c, l, "/gen/"); len(gens) != 2 {
-		t.Fatalf("generations: %v; want the one in force and the winner's", gens)
+	if gens, deltas := keys(t, c, l, "/gen/"), keys(t, c, l, "/delta/"); len(gens) != 1 || len(deltas) != 1 {
+		t.Fatalf("generations %v, deltas %v; want the one in force and the winner's delta", gens, deltas)
 	}
 	if r, err := second.Run(ctx, nil); err != nil {
 		t.Fatalf("the winner: %+v, %v", r, err)

@@ -63,10 +63,13 @@ func rolloutName(n uint64) string { return fmt.Sprintf("r%012d", n) }
 // ApplyTables accepts) and refuses a prefix where a rollout is under way
 // or paused (ErrRolloutActive, naming it) or whose layout version it does
 // not know (ErrUnknownLayout); a state equal to the one in force is
-// ErrNothingToRollOut. Then it stages the new generation of each changed
-// table and starts the rollout in one transaction, which also writes
-// layout version 3 and gives a changed table with no generation in force
-// an empty one (the state to roll back to). Of concurrent starts exactly
+// ErrNothingToRollOut. Then it stages the change of each changed table,
+// as a delta over the generation in force when the changes of all tables
+// fit in the one transaction that will finish the rollout (so that a node
+// switches by reading the change only), else as a new generation, and
+// starts the rollout in one transaction, which also writes layout version
+// 3 and gives a changed table with no generation in force an empty one
+// (the state to roll back to). Of concurrent starts exactly
 // one wins: the others fail with ErrRolloutActive, or with ErrConflict if
 // an apply came in between, and leave nothing behind. No node is switched
 // before the first Step.
@@ -82,7 +85,7 @@ func StartRollout(ctx context.Context, c *clientv3.Client, l Layout, spec Rollou
 	if err != nil {
 		return nil, fmt.Errorf("rollout not started: %w", err)
 	}
-	changed, err := changedTables(ctx, c, l, spec.Tables, r.Named, read)
+	changed, err := diffTables(ctx, c, l, spec.Tables, r.Named, read)
 	if err != nil {
 		return nil, fmt.Errorf("rollout not started: %w", err)
 	}
@@ -102,7 +105,7 @@ func StartRollout(ctx context.Context, c *clientv3.Client, l Layout, spec Rollou
 	r.ID = rolloutName(n + 1)
 
 	staged := &stagedRollout{c: c, l: l}
-	ops, err := staged.stage(ctx, r, spec.Tables, changed, read)
+	ops, err := staged.stage(ctx, r, spec.Tables, changed)
 	if err != nil {
 		staged.drop(ctx)
 		return nil, fmt.Errorf("rollout not started: %w", err)
@@ -237,72 +240,4 @@ func planRollout(ctx context.Context, c *clientv3.Client, l Layout, spec Rollout
 		StepTimeout: cmp.Or(spec.StepTimeout, DefaultStepTimeout), StepPause: spec.StepPause,
 		Named: names, Driver: cmp.Or(spec.Driver, defaultDriver()),
 	}, nil
-}
-
-// changedTables are the tables named whose objects differ from those in
-// force as read.
-func changedTables(ctx context.Context, c *clientv3.Client, l Layout, tables map[string]map[string][]byte, names []string, read applyRead) ([]string, error) {
-	var changed []string
-	for _, table := range names {
-		cur := read.cur[table]
-		if cur.gen == "" {
-			if len(tables[table]) > 0 {
-				changed = append(changed, table)
-			}
-			continue
-		}
-		ops, _, err := inPlaceOps(ctx, c, l.Generation(table, ScopeAll, cur.gen), read.rev, tables[table])
-		if err != nil {
-			return nil, err
-		}
-		if len(ops) > 0 {
-			changed = append(changed, table)
-		}
-	}
-	return changed, nil
-}
-
-// stagedRollout is what StartRollout staged: dropped if it does not start.
-type stagedRollout struct {
-	c    *clientv3.Client
-	l    Layout
-	gens []RolloutTable // the generations taken (New; Old too where it is new and empty)
-}
-
-// stage writes the new generation of each changed table (not in force)
-// and fills r.Tables; it returns the operations the start transaction
-// adds: the empty generation put in force for a changed table with none.
-func (s *stagedRollout) stage(ctx context.Context, r *Rollout, tables map[string]map[string][]byte, changed []string, read applyRead) ([]clientv3.Op, error) {
-	var ops []clientv3.Op
-	for _, table := range changed {
-		t := RolloutTable{Table: table, Old: read.cur[table].gen}
-		var err error
-		if t.Old == "" {
-			// Nothing in force: an empty generation is, from the start,
-			// so that a rollback has a current key to rewrite.
-			if t.Old, err = nextGeneration(ctx, s.c, s.l, table, ScopeAll); err != nil {
-				return nil, err
-			}
-			s.gens = append(s.gens, RolloutTable{Table: table, New: t.Old})
-			ops = append(ops, clientv3.OpPut(s.l.Current(table, ScopeAll), t.Old))
-		}
-		if t.New, err = nextGeneration(ctx, s.c, s.l, table, ScopeAll); err != nil {
-			return nil, err
-		}
-		s.gens = append(s.gens, RolloutTable{Table: table, New: t.New})
-		if err := stage(ctx, s.c, s.l.Generation(table, ScopeAll, t.New), tables[table]); err != nil {
-			return nil, err
-		}
-		r.Tables = append(r.Tables, t)
-	}
-	return ops, nil
-}
-
-// drop deletes what stage wrote.
-func (s *stagedRollout) drop(ctx context.Context) {
-	cctx, cancel := cleanupCtx(ctx)
-	defer cancel()
-	for _, g := range s.gens {
-		s.c.Delete(cctx, s.l.Generation(g.Table, ScopeAll, g.New), clientv3.WithPrefix())
-	}
 }

@@ -235,26 +235,32 @@ func (s *etcdStore) finish(ctx context.Context, r *Rollout) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	// The nodes moved on; a failure only leaves garbage behind.
+	// The nodes moved on; a failure only leaves garbage behind. (A delta
+	// went in the transaction; its generation stays in force.)
 	cctx, cancel := cleanupCtx(ctx)
 	defer cancel()
 	for _, t := range r.Tables {
-		gen := t.New
-		if r.Result == RolloutCompleted {
-			gen = t.Old
+		switch {
+		case isDelta(t.New):
+		case r.Result == RolloutCompleted:
+			s.c.Delete(cctx, s.l.Generation(t.Table, ScopeAll, t.Old), clientv3.WithPrefix())
+		default:
+			s.c.Delete(cctx, s.l.Generation(t.Table, ScopeAll, t.New), clientv3.WithPrefix())
 		}
-		s.c.Delete(cctx, s.l.Generation(t.Table, ScopeAll, gen), clientv3.WithPrefix())
 	}
 	return rev, nil
 }
 
-// finishOps are the operations of the transaction that finishes r: the
+// finishOps are the operations of the transaction that finishes r: a
+// completed delta's changes written into the generation in force; the
 // current keys (the new generations, or the previous ones rewritten so
-// that every node's desired revision moves past its pins), the pins
-// removed, r put in the history (the oldest beyond RolloutHistoryKept
-// deleted), the active and driver keys deleted. The current keys come
-// before the pins: a node's watch reads them in that order, so a node
-// pinned to the generation that stays in force sees no change of state.
+// that every node's desired revision moves past its pins); the pins
+// removed, then the deltas; r put in the history (the oldest beyond
+// RolloutHistoryKept deleted, at most maxHistoryTrim at once); the active
+// and driver keys deleted. A node's watch reads them in this order: a
+// node pinned to a generation that stays in force, or to a delta written
+// into it, sees no change of state, and a node whose pin goes reads the
+// generation in force as of the transaction.
 func (s *etcdStore) finishOps(ctx context.Context, r *Rollout) ([]clientv3.Op, error) {
 	hist, err := s.c.Get(ctx, s.l.RolloutHistory(), clientv3.WithPrefix(), clientv3.WithKeysOnly(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
@@ -268,13 +274,25 @@ func (s *etcdStore) finishOps(ctx context.Context, r *Rollout) ([]clientv3.Op, e
 	var ops []clientv3.Op
 	for _, t := range r.Tables {
 		gen := t.Old
-		if r.Result == RolloutCompleted {
+		switch {
+		case r.Result == RolloutCompleted && isDelta(t.New):
+			delta, err := s.deltaOps(ctx, t)
+			if err != nil {
+				return nil, err
+			}
+			ops = append(ops, delta...)
+		case r.Result == RolloutCompleted:
 			gen = t.New
 		}
 		ops = append(ops, clientv3.OpPut(s.l.Current(t.Table, ScopeAll), gen))
 	}
 	for _, t := range r.Tables {
 		ops = append(ops, clientv3.OpDelete(s.l.PinPrefix(t.Table), clientv3.WithPrefix()))
+	}
+	for _, t := range r.Tables {
+		if isDelta(t.New) {
+			ops = append(ops, clientv3.OpDelete(s.l.Delta(t.Table, t.New), clientv3.WithPrefix()))
+		}
 	}
 	ops = append(ops, clientv3.OpPut(s.l.RolloutHistory()+r.ID, string(b)),
 		clientv3.OpDelete(s.l.RolloutActive()), clientv3.OpDelete(s.l.RolloutDriver()))
@@ -284,8 +302,35 @@ func (s *etcdStore) finishOps(ctx context.Context, r *Rollout) ([]clientv3.Op, e
 			keys = append(keys, k)
 		}
 	}
-	for _, k := range keys[:max(len(keys)-(RolloutHistoryKept-1), 0)] {
+	for _, k := range keys[:min(max(len(keys)-(RolloutHistoryKept-1), 0), maxHistoryTrim)] {
 		ops = append(ops, clientv3.OpDelete(k))
+	}
+	return ops, nil
+}
+
+// maxHistoryTrim is how many old history keys one finish deletes at most,
+// so that its transaction stays within etcd's limit.
+const maxHistoryTrim = 3
+
+// deltaOps are the writes that put a completed delta's change into its
+// table's generation in force.
+func (s *etcdStore) deltaOps(ctx context.Context, t RolloutTable) ([]clientv3.Op, error) {
+	prefix := s.l.Delta(t.Table, t.New)
+	resp, err := s.c.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", prefix, err)
+	}
+	gen := s.l.Generation(t.Table, ScopeAll, t.Old)
+	var ops []clientv3.Op
+	for _, kv := range resp.Kvs {
+		switch op, name, _ := strings.Cut(string(kv.Key[len(prefix):]), "/"); op {
+		case "put":
+			ops = append(ops, clientv3.OpPut(gen+name, string(kv.Value)))
+		case "del":
+			ops = append(ops, clientv3.OpDelete(gen+name))
+		default:
+			return nil, fmt.Errorf("%s: not put/NAME or del/NAME of a delta", kv.Key)
+		}
 	}
 	return ops, nil
 }

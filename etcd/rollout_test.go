@@ -231,8 +231,11 @@ func rolloutCompletes(t *testing.T, cl *etcdtest.Cluster) {
 	if pins := keys(t, c, l, "/pin/"); len(pins) != 0 {
 		t.Fatalf("pins left: %v", pins)
 	}
-	if gens := keys(t, c, l, "/gen/"); len(gens) != 3 || !strings.Contains(gens[0], r.Tables[0].New) {
-		t.Fatalf("generations left: %v (new %s)", gens, r.Tables[0].New)
+	// A small change goes as a delta, written into the generation in
+	// force by the completion.
+	if gens, deltas := keys(t, c, l, "/gen/"), keys(t, c, l, "/delta/"); len(gens) != 3 || !strings.Contains(gens[0], r.Tables[0].Old) ||
+		!strings.HasPrefix(r.Tables[0].New, "d") || len(deltas) != 0 {
+		t.Fatalf("generations left: %v, deltas %v (tables %+v)", gens, deltas, r.Tables)
 	}
 	for _, node := range names {
 		if rev, err := etcd.DesiredRevision(ctx, c, l, []string{"objs"}, node); err != nil || rev != r.Revision {
@@ -299,8 +302,9 @@ func TestRolloutHaltsOnNACK(t *testing.T) {
 			t.Errorf("node %s ever had new=v2: %v", node, ever)
 		}
 	}
-	if pins, gens := keys(t, c, l, "/pin/"), keys(t, c, l, "/gen/"); len(pins) != 0 || len(gens) != 1 || !strings.Contains(gens[0], r.Tables[0].Old) {
-		t.Fatalf("after the rollback: pins %v, generations %v", pins, gens)
+	if pins, gens, deltas := keys(t, c, l, "/pin/"), keys(t, c, l, "/gen/"), keys(t, c, l, "/delta/"); len(pins) != 0 || len(gens) != 1 ||
+		!strings.Contains(gens[0], r.Tables[0].Old) || len(deltas) != 0 {
+		t.Fatalf("after the rollback: pins %v, generations %v, deltas %v", pins, gens, deltas)
 	}
 	f.waitApplied(names...)
 

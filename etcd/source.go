@@ -82,13 +82,16 @@ type view struct {
 	// reads, its pin if it has one, else current.
 	current, pin    string
 	genAll, genNode string
-	fleet, own      map[string]bool // names in each scope's generation
+	fleet, own      map[string]bool // names in each scope's generation (a delta's applied)
+	// overlay names the objects the pinned delta puts or removes (nil
+	// without one): the generation's own keys of those names are hidden.
+	overlay map[string]bool
 }
 
 // inForceFor is the fleet-wide generation a node reads: its pin, else the
-// current one.
+// current one (a pin that names a delta is over the current one).
 func inForceFor(current, pin string) string {
-	if pin != "" {
+	if pin != "" && !isDelta(pin) {
 		return pin
 	}
 	return current
@@ -159,25 +162,51 @@ func (s *Source) List(ctx context.Context) ([]reflector.Item[[]byte], uint64, er
 			if len(kvs) == 0 {
 				continue
 			}
-			if parseGen(string(kvs[0].Value)) == 0 {
+			if value := string(kvs[0].Value); parseGen(value) == 0 && (j < 2 || !isDelta(value)) {
 				return nil, 0, fmt.Errorf("%s holds %q, not a generation (g000000000001): not reading it", kvs[0].Key, kvs[0].Value)
 			}
 			*gen = string(kvs[0].Value)
 		}
 		v.genAll = inForceFor(v.current, v.pin)
+		// The fleet-wide objects: the generation's, then a delta's over
+		// them; then the node's own, which win.
 		byName := map[string]reflector.Item[[]byte]{}
-		for _, sc := range []struct {
-			scope, gen string
-			names      map[string]bool
-		}{{ScopeAll, v.genAll, v.fleet}, {NodeScope(s.node), v.genNode, v.own}} {
-			if sc.gen == "" {
-				continue
+		item := func(name string, value []byte, mod int64) {
+			byName[name] = reflector.Item[[]byte]{Table: t, Key: name, Value: value, Revision: uint64(mod)}
+		}
+		if v.genAll != "" {
+			if err := s.readRange(ctx, s.layout.Generation(t, ScopeAll, v.genAll), rev, item); err != nil {
+				return nil, 0, err
 			}
-			prefix := s.layout.Generation(t, sc.scope, sc.gen)
-			if err := s.readRange(ctx, prefix, rev, func(name string, value []byte, mod int64) {
-				sc.names[name] = true
-				// The node's scope comes second: it wins.
-				byName[name] = reflector.Item[[]byte]{Table: t, Key: name, Value: value, Revision: uint64(mod)}
+		}
+		if isDelta(v.pin) {
+			v.overlay = map[string]bool{}
+			var bad error
+			if err := s.readRange(ctx, s.layout.Delta(t, v.pin), rev, func(key string, value []byte, mod int64) {
+				switch op, name, _ := strings.Cut(key, "/"); {
+				case op == "put" && checkName("object name", name) == nil:
+					item(name, value, mod)
+					v.overlay[name] = true
+				case op == "del" && checkName("object name", name) == nil:
+					delete(byName, name)
+					v.overlay[name] = true
+				default:
+					bad = fmt.Errorf("%s%s: not put/NAME or del/NAME of a delta: not reading it", s.layout.Delta(t, v.pin), key)
+				}
+			}); err != nil {
+				return nil, 0, err
+			}
+			if bad != nil {
+				return nil, 0, bad
+			}
+		}
+		for name := range byName {
+			v.fleet[name] = true
+		}
+		if v.genNode != "" {
+			if err := s.readRange(ctx, s.layout.Generation(t, NodeScope(s.node), v.genNode), rev, func(name string, value []byte, mod int64) {
+				v.own[name] = true
+				item(name, value, mod)
 			}); err != nil {
 				return nil, 0, err
 			}
