@@ -117,6 +117,18 @@ func TestDesiredRevisions(t *testing.T) {
 			}
 		}
 	}
+	// A node's pin (a rollout reached it) is a change of its desired
+	// state; another node's is not.
+	pinned, err := c.Put(ctx, l.Pin("tb", "n05"), "g000000000001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rev, err := etcd.DesiredRevision(ctx, c, l, tables, "n05"); err != nil || rev != pinned.Header.Revision {
+		t.Fatalf("n05, pinned at %d: desired revision %d, %v", pinned.Header.Revision, rev, err)
+	}
+	if rev, err := etcd.DesiredRevision(ctx, c, l, tables, "n06"); err != nil || rev >= pinned.Header.Revision {
+		t.Fatalf("n06, not pinned: desired revision %d, %v", rev, err)
+	}
 	got, err := etcd.DesiredRevisions(ctx, c, l, tables, nodes)
 	if err != nil {
 		t.Fatal(err)
