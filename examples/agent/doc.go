@@ -9,6 +9,12 @@
 //	                                      the same, from etcd (fleet mode)
 //	agent fleet apply -f FILE [--node N]  make FILE the fleet's (or one
 //	                                      node's) desired state
+//	agent fleet apply -f FILE --rollout STEPS [--canary-nodes A,B] ...
+//	                                      the same fleet-wide in steps, each
+//	                                      gated by its nodes' ACK or NACK,
+//	                                      rolled back on failure
+//	agent fleet rollout status|resume|abort|history
+//	                                      the rollout under way; the last 20
 //	agent fleet status|watch              every node, live or lost: revision
 //	                                      reached, received, applied, objects,
 //	                                      errors; "applied on N of M nodes at
