@@ -3,6 +3,8 @@ package etcd_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -294,5 +296,39 @@ func TestRolloutBadInput(t *testing.T) {
 	hist, warnings, err := etcd.RolloutHistory(ctx, c, l)
 	if err != nil || len(warnings) != 1 || warnings[0].Key != l.RolloutHistory()+"junk" || len(hist) != 1 {
 		t.Fatalf("history: %+v, %+v, %v", hist, warnings, err)
+	}
+}
+
+// The history keeps the last RolloutHistoryKept rollouts, oldest first.
+func TestRolloutHistoryKept(t *testing.T) {
+	cl := startServer(t)
+	ctx := ctxT(t)
+	c := cl.Client()
+	l := etcd.Layout{}
+	p, err := etcd.StartPublisher(ctx, etcd.PublisherConfig{Client: c, Layout: l, Node: "n0"}, etcd.NodeStatus{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(context.Background())
+	n := etcd.RolloutHistoryKept + 3
+	for i := range n {
+		d, err := etcd.StartRollout(ctx, c, l, etcd.RolloutSpec{Tables: map[string]map[string][]byte{"objs": values("a", strconv.Itoa(i))},
+			Steps: steps(t, "100%")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := etcd.AbortRollout(ctx, c, l, strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+		d.Close(ctx)
+	}
+	hist, warnings, err := etcd.RolloutHistory(ctx, c, l)
+	if err != nil || len(warnings) != 0 || len(hist) != etcd.RolloutHistoryKept {
+		t.Fatalf("history: %d rollouts, %v, %v", len(hist), warnings, err)
+	}
+	for i, r := range hist {
+		if want := fmt.Sprintf("r%012d", n-etcd.RolloutHistoryKept+i+1); r.ID != want || r.Reason != "aborted: "+strconv.Itoa(n-etcd.RolloutHistoryKept+i) {
+			t.Fatalf("history[%d]: %s (%s), want %s", i, r.ID, r.Reason, want)
+		}
 	}
 }
