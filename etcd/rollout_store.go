@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 
@@ -349,8 +348,5 @@ func (s *etcdStore) release(ctx context.Context) error {
 	}
 	return nil
 }
-
-// sortedNodes is nodes sorted, for messages.
-func sortedNodes(nodes []string) []string { return slices.Sorted(slices.Values(nodes)) }
 
 var errFinished = errors.New("the rollout is finished")

@@ -80,7 +80,7 @@ func printStatus(w io.Writer, st *etcd.RolloutState, format string) error {
 	if st.Driver != nil {
 		state += fmt.Sprintf(" (driven by %s since %s)", st.Driver.Driver, st.Driver.Since.Format(time.RFC3339))
 	} else {
-		state += fmt.Sprintf(" (no driver: `fleet rollout resume` continues it, `fleet rollout abort` rolls it back)")
+		state += " (no driver: `fleet rollout resume` continues it, `fleet rollout abort` rolls it back)"
 	}
 	fmt.Fprintf(w, "rollout %s of %s, started %s: %s\n", r.ID, r.Source, r.Started.Format(time.RFC3339), state)
 	fmt.Fprintf(w, "steps %s reach %s of %d nodes (%s); at step %d of %d; %d node(s) switched; max failures %s (%d), %d failed\n",
