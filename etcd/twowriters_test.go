@@ -3,7 +3,9 @@ package etcd_test
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -63,7 +65,16 @@ func (h *history) check(s nodeSnap) error {
 			return fmt.Errorf("claims revision %d but holds the state of revision %d", s.claimed, h.revs[i])
 		}
 	}
-	return fmt.Errorf("at claimed revision %d holds a state etcd never held: ta %s, tb %s", s.claimed, sample(s.tables["ta"]), sample(s.tables["tb"]))
+	return fmt.Errorf("at claimed revision %d holds a state etcd never held: %s", s.claimed, samples(s.tables))
+}
+
+// samples is a short form of every table for a message.
+func samples(tables map[string]map[string]string) string {
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(tables)) {
+		fmt.Fprintf(&b, "%s %s; ", name, sample(tables[name]))
+	}
+	return strings.TrimSuffix(b.String(), "; ")
 }
 
 // filled returns tables ta and tb with n objects each, of the values given.
