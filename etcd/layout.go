@@ -17,6 +17,7 @@
 //	PREFIX/desired/TABLE/SCOPE/current          the generation in force ("g000000000042")
 //	PREFIX/desired/TABLE/SCOPE/next             the last generation number taken
 //	PREFIX/desired/TABLE/SCOPE/gen/GEN/NAME     an object of that generation (its value: the object)
+//	PREFIX/applies/SCOPE                        the mark of the scope's last apply (a value of its own)
 //	PREFIX/status/NODE                          a node's status (JSON NodeStatus), under the node's lease
 //	PREFIX/nodes/NODE                           a node's record (JSON NodeRecord), no lease
 //	PREFIX/objects/NODE/TABLE/NAME              an object's status on a node (optional), under the same lease
@@ -82,6 +83,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // DefaultPrefix is the default key prefix.
@@ -141,6 +143,11 @@ func (l Layout) ObjectStatus(node, table, name string) string {
 // ObjectStatusPrefix returns the prefix of node's object status keys.
 func (l Layout) ObjectStatusPrefix(node string) string { return l.prefix() + "/objects/" + node + "/" }
 
+// ApplyMark returns the key an apply writes with its change of scope, a
+// value of its own: after a lost answer it tells whether the change was
+// made. PREFIX/applies/SCOPE.
+func (l Layout) ApplyMark(scope string) string { return l.prefix() + "/applies/" + scope }
+
 // StatusPrefix returns the prefix of the nodes' status keys.
 func (l Layout) StatusPrefix() string { return l.prefix() + "/status/" }
 
@@ -174,8 +181,8 @@ func parseGen(s string) uint64 {
 
 // checkName rejects names that would break the layout.
 func checkName(kind, s string) error {
-	if s == "" || strings.ContainsAny(s, "/\x00") {
-		return fmt.Errorf("%s %q: must be non-empty and contain no '/'", kind, s)
+	if s == "" || strings.ContainsAny(s, "/\x00") || strings.ContainsFunc(s, unicode.IsControl) {
+		return fmt.Errorf("%s %q: must be non-empty and contain no '/' and no control character", kind, s)
 	}
 	return nil
 }
