@@ -96,10 +96,8 @@ func (r *reconciler[Obj]) runUnit(ctx context.Context, j *job[Obj], in unitIn[Ob
 		r.runBatchPlan(ctx, j.txn, in.plans)
 		return unitOut[Obj]{plans: in.plans}
 	case j.plan:
+		// A check's failure is the object's, as its Update's would be.
 		p, err := r.plan(ctx, j.txn, in.op, in.obj)
-		if err != nil {
-			err = fmt.Errorf("plan of %s: %w", in.op, err)
-		}
 		return unitOut[Obj]{plan: p, err: err}
 	case in.batch != nil:
 		r.runBatch(ctx, j.txn, in.op, in.batch)

@@ -45,6 +45,7 @@ func (t *Target) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []r
 			e.Result = reconciler.Terminal(err)
 			continue
 		}
+		t.watched.track(e.Object)
 		kr, err := t.kroute(e.Object, devs)
 		if err != nil {
 			e.Result = err
@@ -123,6 +124,7 @@ func (t *Target) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batch []r
 		if !e.Object.validIdentity() {
 			continue // never installed: the kernel would have refused it
 		}
+		t.watched.untrack(e.Object.Key())
 		if k := e.Object.Key(); k.Prefix.Addr().Is4() && k.Metric == 0 {
 			ambiguous = append(ambiguous, i)
 			ambiguousKeys = append(ambiguousKeys, k)
