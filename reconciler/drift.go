@@ -28,8 +28,9 @@ import (
 // waited for, a device say, may have come). Reports that come while a
 // round runs are coalesced into the next: an object reported many times
 // is checked once. Reports of keys that are not in the table are dropped
-// at the cost of one lookup. Without a Planner the reported Done objects
-// are simply applied again.
+// at the cost of one lookup. A target that cannot tell the objects of a
+// group apart reports their common key prefix. Without a Planner the
+// reported Done objects are simply applied again.
 type DriftTarget[Obj any] interface {
 	// WatchDrift watches the real system and reports to drift until ctx
 	// ends, then returns nil. Once it watches it must report ChangedAll,
@@ -49,6 +50,11 @@ type Drift interface {
 	// Changed reports that the real state of the object with primary key
 	// key may have changed.
 	Changed(key index.Key)
+	// ChangedPrefix reports that the real state of every object whose
+	// primary key starts with prefix may have changed: a group of objects
+	// that the target's notifications cannot tell apart (the rules of one
+	// chain, say).
+	ChangedPrefix(prefix index.Key)
 	// ChangedAll reports that the real state of any object may have
 	// changed: the watch started (again), or it lost notifications (a
 	// socket buffer overflowed).
@@ -67,6 +73,7 @@ type driftState struct {
 
 	mu       sync.Mutex
 	keys     map[string]struct{} // reported, not yet checked
+	prefixes map[string]struct{} // reported by ChangedPrefix, not yet listed
 	all      bool                // ChangedAll reported, not yet started
 	reports  int                 // reports since the last round, for the metrics
 	watchErr error               // why the watch failed; nil while it works
@@ -88,6 +95,18 @@ func (s driftSink[Obj]) Changed(key index.Key) {
 		d.keys = map[string]struct{}{}
 	}
 	d.keys[string(key)] = struct{}{}
+	d.mu.Unlock()
+	d.signal()
+}
+
+func (s driftSink[Obj]) ChangedPrefix(prefix index.Key) {
+	d := &s.r.drift
+	d.mu.Lock()
+	d.reports++
+	if d.prefixes == nil {
+		d.prefixes = map[string]struct{}{}
+	}
+	d.prefixes[string(prefix)] = struct{}{}
 	d.mu.Unlock()
 	d.signal()
 }
@@ -173,7 +192,34 @@ func (d *driftState) take(limit int) (keys []string, all bool, reports int) {
 func (d *driftState) more() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return len(d.keys) > 0 || d.all
+	return len(d.keys) > 0 || len(d.prefixes) > 0 || d.all
+}
+
+// expandPrefixes turns the prefixes reported into the keys of the objects
+// of txn that have them.
+func (r *reconciler[Obj]) expandPrefixes(txn statedb.ReadTxn) {
+	d := &r.drift
+	d.mu.Lock()
+	prefixes := d.prefixes
+	d.prefixes = nil
+	d.mu.Unlock()
+	if len(prefixes) == 0 {
+		return
+	}
+	var keys []string
+	for p := range prefixes {
+		for obj := range r.cfg.Table.Prefix(txn, statedb.QueryByPrimaryKey[Obj](r.cfg.Table, index.Key(p))) {
+			keys = append(keys, string(r.cfg.Table.PrimaryKey(obj)))
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.keys == nil {
+		d.keys = map[string]struct{}{}
+	}
+	for _, k := range keys {
+		d.keys[k] = struct{}{}
+	}
 }
 
 // driftStep checks one round of the objects a DriftTarget reported: at
@@ -188,6 +234,8 @@ func (r *reconciler[Obj]) driftStep(ctx context.Context) {
 	}
 	d := &r.drift
 	limit := r.cfg.IncrementalRoundSize
+	txn := r.db.ReadTxn()
+	r.expandPrefixes(txn)
 	keys, all, reports := d.take(limit)
 	if all {
 		// Anything may have changed: check everything, from the start,
@@ -201,7 +249,6 @@ func (r *reconciler[Obj]) driftStep(ctx context.Context) {
 		}
 		return
 	}
-	txn := r.db.ReadTxn()
 	round := make([]work[Obj], 0, min(limit, len(keys)+64))
 	inRound := make(map[string]bool, len(keys))
 	expedited := all

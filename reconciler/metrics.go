@@ -42,8 +42,9 @@ type Metrics interface {
 	// change marked Repair); see Repair.
 	DriftRepaired(reconciler, table string, n int)
 	// DriftChecked is one round of a DriftTarget's reports: reports is how
-	// many reports came since the last round (ChangedAll calls, and Changed
-	// calls for objects of the table; others are dropped uncounted),
+	// many reports came since the last round (ChangedAll and ChangedPrefix
+	// calls, and Changed calls for objects of the table; others are
+	// dropped uncounted),
 	// checked how many objects the round checked against the real system.
 	// A flood of reports about few objects is coalesced into few checks.
 	DriftChecked(reconciler, table string, reports, checked int)

@@ -259,6 +259,15 @@ func (sc *scenario) targetCommands() map[string]script.Cmd {
 			}
 			return nil
 		}),
+		"drift-prefix": command("report that the real state of the objects whose keys start with PREFIX may have changed", "PREFIX...", nil, func(prefixes []string) error {
+			if len(prefixes) == 0 {
+				return script.ErrUsage
+			}
+			for _, p := range prefixes {
+				target.ReportDriftPrefix(index.String(p))
+			}
+			return nil
+		}),
 		"drift-all": command("report that any object's real state may have changed (notifications were lost)", "", nil, func([]string) error {
 			target.ReportAllDrift()
 			return nil

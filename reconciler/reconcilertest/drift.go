@@ -81,6 +81,16 @@ func (t *Target[Obj]) ReportDrift(keys ...index.Key) {
 	}
 }
 
+// ReportDriftPrefix reports the primary-key prefixes to every running
+// WatchDrift's reconciler (Drift.ChangedPrefix).
+func (t *Target[Obj]) ReportDriftPrefix(prefixes ...index.Key) {
+	for _, w := range t.runningWatches() {
+		for _, p := range prefixes {
+			w.drift.ChangedPrefix(p)
+		}
+	}
+}
+
 // ReportAllDrift reports ChangedAll to every running WatchDrift's
 // reconciler, as a real system that lost notifications would.
 func (t *Target[Obj]) ReportAllDrift() {
