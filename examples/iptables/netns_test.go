@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,10 +26,21 @@ type fixture struct {
 	r      reconciler.Reconciler[*Rule]
 	// known maps the iptables-save line of every rule the test wrote
 	// (as it shows in the owned chain of its table) to the rule's name.
-	known map[string]string
+	known   map[string]string
+	repairs *reconciler.RepairLog
+	metrics *countingMetrics
 }
 
+// newFixture starts a reconciler of a new rules table into a new
+// namespace. The repairs of drift go to the fixture's log.
 func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	return newFixtureWith(t, nil)
+}
+
+// newFixtureWith is newFixture with the target's config changed by tc (if
+// not nil) and the reconciler's by the edits.
+func newFixtureWith(t *testing.T, tcEdit func(*TargetConfig), edits ...func(*reconciler.Config[*Rule])) *fixture {
 	t.Helper()
 	netnstest.RequireCommand(t, "iptables-restore")
 	ns := netnstest.New(t)
@@ -37,15 +49,55 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	target, err := NewTarget(TargetConfig{NetNS: string(ns), Rules: table})
+	tc := TargetConfig{NetNS: string(ns), Rules: table}
+	if tcEdit != nil {
+		tcEdit(&tc)
+	}
+	target, err := NewTarget(tc)
 	if err != nil {
 		t.Fatal(err)
 	}
+	repairs := &reconciler.RepairLog{Size: 1000}
+	metrics := &countingMetrics{}
 	cfg := ReconcilerConfig(table, target)
 	cfg.RetryBackoffMin = 10 * time.Millisecond
+	cfg.OnRepair = repairs.Add
+	cfg.Metrics = metrics
+	for _, e := range edits {
+		e(&cfg)
+	}
 	r := reconcilertest.Start(t, db, cfg)
-	return &fixture{t: t, ns: ns, db: db, table: table, target: target, r: r, known: map[string]string{}}
+	return &fixture{t: t, ns: ns, db: db, table: table, target: target, r: r, known: map[string]string{}, repairs: repairs, metrics: metrics}
 }
+
+// countingMetrics counts what a prune removed and the drift repaired.
+type countingMetrics struct {
+	reconciler.NopMetrics
+	mu            sync.Mutex
+	pruned, drift int
+}
+
+func (m *countingMetrics) Pruned(_, _ string, n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pruned += n
+}
+
+func (m *countingMetrics) DriftRepaired(_, _ string, n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.drift += n
+}
+
+func (m *countingMetrics) read() (pruned, drift int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.pruned, m.drift
+}
+
+// noWatch turns the target's drift watch off: for tests that change the
+// rules by hand and look at them before a repair.
+func noWatch(tc *TargetConfig) { tc.DisableWatch = true }
 
 // learn records how iptables-save shows each rule, found by writing it
 // into a scratch chain of its own, so that names can tell the rules of an
@@ -189,7 +241,7 @@ func filterIn(name string, prio int, spec string) *Rule {
 // apply rules in order, change them, survive foreign rules, repair drift
 // with a full reconciliation, and remove them again.
 func TestRulesLifecycle(t *testing.T) {
-	f := newFixture(t)
+	f := newFixtureWith(t, noWatch)
 	f.addForeign()
 
 	ssh := filterIn("ssh", 10, "-p tcp --dport 22 -j ACCEPT")
