@@ -39,9 +39,9 @@ type AgentConfig struct {
 	// its target owns and is not desired goes); the first runs right after
 	// the first load.
 	FullReconciliationInterval time.Duration
-	// RefreshInterval is the age after which an applied object is applied
-	// again, which repairs drift (a route deleted by hand, a sysctl
-	// changed).
+	// RefreshInterval is the age after which an applied object is checked
+	// again and any drift repaired: a backstop, since the targets report
+	// drift as it happens (a route deleted by hand, a sysctl changed).
 	RefreshInterval time.Duration
 
 	// EtcdEndpoints puts the agent in fleet mode (see fleet.go): the
@@ -109,7 +109,7 @@ func (def AgentConfig) Flags(fs *pflag.FlagSet) {
 	fs.Duration("settle-time", def.SettleTime, "how long the desired file must stay unchanged before it is read (write it via rename to be safe)")
 	fs.Duration("reload-interval", def.ReloadInterval, "how often to read the desired file without a change notification (fallback)")
 	fs.Duration("full-reconciliation-interval", def.FullReconciliationInterval, "how often to prune what the agent applied and is no longer desired (the first runs after the first load)")
-	fs.Duration("refresh-interval", def.RefreshInterval, "age after which an applied object is applied again, repairing drift")
+	fs.Duration("refresh-interval", def.RefreshInterval, "age after which an applied object is checked again and any drift repaired (a backstop: the targets report drift as it happens)")
 	fs.StringSlice("etcd-endpoints", def.EtcdEndpoints, "fleet mode: take the desired state from the etcd cluster at these endpoints (HOST:PORT or URL, comma-separated) instead of --desired")
 	fs.String("etcd-prefix", def.EtcdPrefix, "key prefix of the fleet in etcd")
 	fs.String("etcd-cacert", def.EtcdCACert, "CA certificate file to verify the etcd servers (TLS)")
