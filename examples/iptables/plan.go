@@ -125,22 +125,51 @@ func (t *Target) PlanUpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch
 			continue
 		}
 		for c, ce := range chains {
-			p := t.view(st, tbl, t.ChainName(c.chain), desired[c])
+			v := newRuleView(t.view(st, tbl, t.ChainName(c.chain), desired[c]))
 			for _, i := range ce.idx {
-				batch[i].Plan, batch[i].Result = t.planRule(st, p, items[i].d)
+				batch[i].Plan, batch[i].Result = t.planRule(st, v, items[i].d)
 			}
 		}
 	}
 }
 
+// ruleView is a chain plan with what the plans of its rules look up, each
+// computed once for the whole chain: which actual rules stay in place,
+// where each rule is, and the chain's first rule in key order.
+type ruleView struct {
+	p     *chainPlan
+	kept  []bool
+	at    map[chainRule]int // actual position of each identified rule (name, args), the first
+	pos   map[string]int    // desired position, by key
+	first string            // key of the chain's first rule in key order
+}
+
+func newRuleView(p *chainPlan) *ruleView {
+	v := &ruleView{p: p, kept: p.keep(), at: make(map[chainRule]int, len(p.actual)), pos: make(map[string]int, len(p.desired))}
+	for i, r := range p.actual {
+		k := chainRule{name: r.name, args: r.args}
+		if _, ok := v.at[k]; !ok && r.name != "" {
+			v.at[k] = i
+		}
+	}
+	for i, d := range p.desired {
+		v.pos[d.key] = i
+		if v.first == "" || d.key < v.first {
+			v.first = d.key
+		}
+	}
+	return v
+}
+
 // planRule is the plan of an Update of the desired rule d of the chain
-// plan p (its rules identified), given the table's state st. t.mu is held.
-func (t *Target) planRule(st *tableState, p *chainPlan, d desiredRule) (reconciler.Plan, error) {
+// of v (its rules identified), given the table's state st. t.mu is held.
+func (t *Target) planRule(st *tableState, v *ruleView, d desiredRule) (reconciler.Plan, error) {
+	p := v.p
 	if l := t.texts[textKey{p.table, p.owned, d.args}]; l.rejected != nil {
 		return nil, reconciler.Terminal(l.rejected)
 	}
 	var plan reconciler.Plan
-	if first := slices.MinFunc(p.desired, func(a, b desiredRule) int { return strings.Compare(a.key, b.key) }); first.key == d.key {
+	if v.first == d.key {
 		// What the Update does to the chain as a whole goes with the
 		// chain's first rule in key order, which a dry run plans first:
 		// the chain and its hook where missing, the rules that are not
@@ -153,15 +182,13 @@ func (t *Target) planRule(st *tableState, p *chainPlan, d desiredRule) (reconcil
 		}
 		plan = append(plan, p.extraHooks(st)...)
 	}
-	kept := p.keep()
-	at := slices.IndexFunc(p.actual, func(r chainRule) bool { return r.name == d.name && r.args == d.args })
-	pos := slices.IndexFunc(p.desired, func(r desiredRule) bool { return r.key == d.key })
+	at, found := v.at[chainRule{name: d.name, args: d.args}]
 	switch {
-	case at < 0:
+	case !found:
 		plan = append(plan, reconciler.Change{Action: reconciler.ActionAdd, Object: "rule " + d.key, Detail: d.args})
-	case !kept[at]:
+	case !v.kept[at]:
 		plan = append(plan, reconciler.Change{Action: reconciler.ActionChange, Object: "rule " + d.key,
-			Detail: "move to position " + strconv.Itoa(pos+1) + " of " + p.owned})
+			Detail: "move to position " + strconv.Itoa(v.pos[d.key]+1) + " of " + p.owned})
 	}
 	return plan, nil
 }
@@ -322,13 +349,13 @@ func (t *Target) view(st *tableState, table, owned string, desired []desiredRule
 // marked Repair (drift a prune repairs, not a leftover it removes).
 func (p *chainPlan) restorations() reconciler.Plan {
 	var plan reconciler.Plan
-	kept := p.keep()
+	v := newRuleView(p)
 	for pos, d := range p.desired {
-		at := slices.IndexFunc(p.actual, func(r chainRule) bool { return r.name == d.name && r.args == d.args })
+		at, found := v.at[chainRule{name: d.name, args: d.args}]
 		switch {
-		case at < 0:
+		case !found:
 			plan = append(plan, reconciler.Change{Action: reconciler.ActionAdd, Object: "rule " + d.key, Detail: d.args, Repair: true})
-		case !kept[at]:
+		case !v.kept[at]:
 			plan = append(plan, reconciler.Change{Action: reconciler.ActionChange, Object: "rule " + d.key,
 				Detail: "move to position " + strconv.Itoa(pos+1) + " of " + p.owned, Repair: true})
 		}
