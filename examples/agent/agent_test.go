@@ -54,7 +54,7 @@ var (
 )
 
 // buildAgent builds the agent binary once per test run.
-func buildAgent(t *testing.T) string {
+func buildAgent(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		buildDir, buildErr = os.MkdirTemp("", "agent-test-")
