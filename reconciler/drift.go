@@ -195,6 +195,17 @@ func (d *driftState) more() bool {
 	return len(d.keys) > 0 || len(d.prefixes) > 0 || d.all
 }
 
+// idle reports whether there is nothing to do: no report waiting, none to
+// count, no pass over every object going on.
+func (d *driftState) idle() bool {
+	if d.cursor != nil {
+		return false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.keys) == 0 && len(d.prefixes) == 0 && !d.all && d.reports == 0
+}
+
 // expandPrefixes turns the prefixes reported into the keys of the objects
 // of txn that have them.
 func (r *reconciler[Obj]) expandPrefixes(txn statedb.ReadTxn) {
@@ -229,10 +240,10 @@ func (r *reconciler[Obj]) expandPrefixes(txn statedb.ReadTxn) {
 // more is left, the loop is woken again, so that changes of the desired
 // state and retries get their turn between rounds.
 func (r *reconciler[Obj]) driftStep(ctx context.Context) {
-	if r.driftTarget == nil {
+	d := &r.drift
+	if r.driftTarget == nil || d.idle() {
 		return
 	}
-	d := &r.drift
 	limit := r.cfg.IncrementalRoundSize
 	txn := r.db.ReadTxn()
 	r.expandPrefixes(txn)
