@@ -160,14 +160,21 @@ func (f *fixture) sh(args ...string) {
 	}
 }
 
-// save returns iptables-save of one table in the namespace.
+// save returns iptables-save of one table in the namespace, without its
+// comment lines (they hold the time).
 func (f *fixture) save(table string) string {
 	f.t.Helper()
 	out, err := f.ns.Command("iptables-save", "-t", table)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	return string(out)
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(string(out), "\n") {
+		if !strings.HasPrefix(l, "#") {
+			b.WriteString(l)
+		}
+	}
+	return b.String()
 }
 
 // names returns the names of the rules in the owned chain for builtin, in

@@ -180,7 +180,9 @@ func TestNamespaceGone(t *testing.T) {
 	if out, err := netnsutil.NS("").Command("ip", "netns", "del", name); err != nil {
 		t.Fatalf("ip netns del: %v %s", err, out)
 	}
-	gone := w.health.WaitFor(t, reconcilertest.LevelDegraded, "is gone")
+	// The health names the namespace: gone, or (once the watch is
+	// restarted, which may come before the report) not found.
+	gone := w.health.WaitFor(t, reconcilertest.LevelDegraded, "watching the real system for drift: routes target: network namespace "+string(w.ns))
 	t.Logf("health: %s", gone)
 	// The routes are not applied any more, and their statuses say so.
 	for _, r := range routesOf(desiredRoutes) {
