@@ -37,6 +37,45 @@ type world struct {
 	repairs *reconciler.RepairLog // every drift the reconciler repaired
 	health  *reconcilertest.Health
 	metrics *driftMetrics
+
+	mu      sync.Mutex
+	markers map[RouteKey]bool // marker routes whose notification the watch handled
+	nmarker int
+}
+
+// markerTable is the routing table of sync's marker routes.
+const markerTable = 9
+
+// seen notes the marker routes among the routes whose notification the
+// target's watch handled (Target.routeSeen).
+func (w *world) seen(k RouteKey) {
+	if k.Table != markerTable {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.markers[k] = true
+}
+
+// sync adds a marker route (another program's, in table 9) and waits until
+// the target's watch has handled its notification: the notifications come
+// in order, so every change made before sync has been reported by then.
+func (w *world) sync() {
+	w.t.Helper()
+	w.mu.Lock()
+	w.nmarker++
+	p := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 255, byte(w.nmarker >> 8), byte(w.nmarker)}), 32)
+	w.mu.Unlock()
+	w.ip("route", "add", "blackhole", p.String(), "table", strconv.Itoa(markerTable), "proto", "static")
+	k := NewRouteKey(markerTable, p, 0)
+	w.eventually(func() string {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if !w.markers[k] {
+			return "the watch has not handled marker route " + p.String()
+		}
+		return ""
+	})
 }
 
 // newWorld creates a namespace and starts a reconciler of a routes table in
@@ -64,7 +103,9 @@ func newWorldWith(t *testing.T, tc TargetConfig, edit ...func(*reconciler.Config
 	}
 	t.Cleanup(func() { target.Close() }) // after the reconciler has stopped
 	w := &world{t: t, ns: ns, db: db, table: table, target: target,
-		repairs: &reconciler.RepairLog{Size: 100_000}, health: &reconcilertest.Health{}, metrics: &driftMetrics{}}
+		repairs: &reconciler.RepairLog{Size: 100_000}, health: &reconcilertest.Health{}, metrics: &driftMetrics{},
+		markers: map[RouteKey]bool{}}
+	target.routeSeen = w.seen
 	cfg := ReconcilerConfig(table, target)
 	cfg.RetryBackoffMin = 10 * time.Millisecond
 	cfg.RetryBackoffMax = 50 * time.Millisecond

@@ -85,6 +85,9 @@ type Target struct {
 	watched     watched    // what the drift watch reports a link's change for (watch.go)
 	stats       watchStats // of the drift watch
 	eventBuffer int        // the route notifications' receive buffer; 0: eventBuffer (tests make it small)
+	// routeSeen, if set (by tests, before the watch starts), is called
+	// with the identity of each route notification once it is handled.
+	routeSeen func(RouteKey)
 }
 
 var (

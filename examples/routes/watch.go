@@ -328,8 +328,8 @@ func (t *Target) watch(ctx context.Context, s *subscription, drift reconciler.Dr
 			if !ok {
 				return s.failure()
 			}
-			t.stats.routes.Add(1)
 			t.routeChanged(u, drift)
+			t.stats.routes.Add(1)
 		case u, ok := <-s.links:
 			if !ok {
 				return s.failure()
@@ -368,6 +368,9 @@ func (t *Target) routeChanged(u netlink.RouteUpdate, drift reconciler.Drift) {
 		return
 	}
 	drift.Changed(k.Encode())
+	if t.routeSeen != nil {
+		t.routeSeen(k)
+	}
 	if u.Type == unix.RTM_NEWROUTE && u.Protocol == unix.RTPROT_KERNEL {
 		for _, k := range t.watched.affected("", false) {
 			drift.Changed(k.Encode())
