@@ -391,7 +391,10 @@ func TestAgentEndToEnd(t *testing.T) {
 			t.Fatalf("%s: no recent repairs in the status", ts.Name)
 		}
 		rep := ts.RecentRepairs[len(ts.RecentRepairs)-1] // the oldest: the first repair
-		if rep.FoundBy != reconciler.FoundByEvent || rep.At.IsZero() || !strings.Contains(rep.Changes.String(), wantRepair[ts.Name]) {
+		// An iptables prune puts deleted rules back too, and the test's
+		// prunes come every 300ms: on a loaded machine one may be first.
+		found := rep.FoundBy == reconciler.FoundByEvent || ts.Name == "iptables-rules" && rep.FoundBy == reconciler.FoundByPrune
+		if !found || rep.At.IsZero() || !strings.Contains(rep.Changes.String(), wantRepair[ts.Name]) {
 			t.Errorf("%s: repair %+v, want %q found by event", ts.Name, rep, wantRepair[ts.Name])
 		}
 	}
