@@ -53,8 +53,17 @@ func (t *Target) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []r
 		}
 		ops = append(ops, routeOp{kind: opAdd, route: kr})
 		entry = append(entry, i)
+		// Before the write, so that the watch knows its notification.
+		t.watched.expect(kr)
 	}
 	t.p.run(ops, t.proto)
+	defer func() {
+		for j := range ops {
+			if batch[entry[j]].Result != nil {
+				t.watched.unexpect(ops[j].route.key)
+			}
+		}
+	}()
 
 	var taken []int // indexes into ops
 	for j := range ops {
@@ -148,6 +157,7 @@ func (t *Target) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batch []r
 			continue
 		}
 		k := e.Object.Key()
+		t.watched.unexpect(k)
 		if k.Prefix.Addr().Is4() && k.Metric == 0 {
 			if lookupErr != nil {
 				e.Result = fmt.Errorf("deleting route %s: listing routes: %w", e.Object, lookupErr)

@@ -102,6 +102,7 @@ func (t *Target) planAgainst(r *Route, want *kroute, current map[RouteKey]netlin
 		return nil, fmt.Errorf("route %s: %w (protocol %s, not %d); remove it or change the desired route's table or metric",
 			r, ErrForeignRoute, cur.Protocol, t.proto)
 	case sameRoute(cur, want):
+		t.watched.expect(*want) // as the target would write it: its notifications are no drift
 		return nil, nil
 	}
 	detail := strings.Join(t.differences(cur, want), ", ")

@@ -215,6 +215,7 @@ func (t *Target) Prune(ctx context.Context, txn statedb.ReadTxn, desired iter.Se
 		}
 		for _, kr := range routes {
 			stale = append(stale, routeOp{kind: opDelete, route: kroute{key: kr.key}})
+			t.watched.unexpect(kr.key)
 		}
 	}
 	if err := ctx.Err(); err != nil {

@@ -24,7 +24,9 @@ import (
 //   - A route added, changed or deleted, of any protocol (a foreign route
 //     may take a desired route's identity), is reported by its identity;
 //     the reconciler drops identities that are not desired, and the routes
-//     of the local table (255), which no Route may name, are skipped here.
+//     of the local table (255), which no Route may name, are skipped here,
+//     as are the target's own writes (a route of its protocol just as it
+//     wrote it).
 //   - A link that appears, comes up, goes down, is renamed or goes away is
 //     reported through the routes that name it (Dev) and the routes via a
 //     next hop (the kernel picks their device): the kernel drops IPv4
@@ -58,13 +60,43 @@ var _ reconciler.DriftTarget[*Route] = (*Target)(nil)
 
 // watched is what the target knows of the desired routes for its watch:
 // the identities of the routes it was asked to apply or plan, by device
-// and for those via a next hop. Guarded by its own mutex, not t.mu, so
-// that reading notifications never waits for an operation.
+// and for those via a next hop, and the routes it wrote (or found as it
+// would write them), whose notifications are its own. Guarded by its own
+// mutex, not t.mu, so that reading notifications never waits for an
+// operation.
 type watched struct {
-	mu    sync.Mutex
-	dev   map[RouteKey]string              // the Dev of each route that names one
-	byDev map[string]map[RouteKey]struct{} // the inverse of dev
-	via   map[RouteKey]struct{}            // routes with a next hop
+	mu        sync.Mutex
+	dev       map[RouteKey]string              // the Dev of each route that names one
+	byDev     map[string]map[RouteKey]struct{} // the inverse of dev
+	via       map[RouteKey]struct{}            // routes with a next hop
+	installed map[RouteKey]kroute              // the target's routes as it wrote them
+}
+
+// expect records that the kernel has (or is about to have) kr, written by
+// the target.
+func (w *watched) expect(kr kroute) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.installed == nil {
+		w.installed = map[RouteKey]kroute{}
+	}
+	w.installed[kr.key] = kr
+}
+
+// unexpect forgets what expect recorded for k.
+func (w *watched) unexpect(k RouteKey) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.installed, k)
+}
+
+// own reports whether the kernel's route r (identity k, of the target's
+// protocol) is what the target wrote: its notification is no drift.
+func (w *watched) own(r netlink.Route, k RouteKey) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	kr, ok := w.installed[k]
+	return ok && sameRoute(r, &kr)
 }
 
 // track records r (about to be applied or planned) for the watch.
@@ -72,7 +104,7 @@ func (w *watched) track(r *Route) {
 	k := r.Key()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.dev == nil {
+	if w.dev == nil || w.via == nil {
 		w.dev, w.byDev, w.via = map[RouteKey]string{}, map[string]map[RouteKey]struct{}{}, map[RouteKey]struct{}{}
 	}
 	if old, ok := w.dev[k]; ok && old != r.Dev {
@@ -100,6 +132,7 @@ func (w *watched) untrack(k RouteKey) {
 		w.untrackDevLocked(k, dev)
 	}
 	delete(w.via, k)
+	delete(w.installed, k)
 }
 
 func (w *watched) untrackDevLocked(k RouteKey, dev string) {
@@ -126,6 +159,11 @@ func (w *watched) keep(keep map[RouteKey]struct{}) {
 			delete(w.via, k)
 		}
 	}
+	for k := range w.installed {
+		if _, ok := keep[k]; !ok {
+			delete(w.installed, k)
+		}
+	}
 }
 
 // affected returns the routes that a change of the link named dev may
@@ -147,19 +185,21 @@ func (w *watched) affected(dev string, withDev bool) []RouteKey {
 
 // WatchStats counts what the target's watch saw since the target was made.
 type WatchStats struct {
-	// RouteEvents and LinkEvents are the notifications read.
-	RouteEvents, LinkEvents uint64
+	// RouteEvents and LinkEvents are the notifications read; Own how many
+	// route notifications were of the target's own writes (not reported).
+	RouteEvents, LinkEvents, Own uint64
 	// Overflows is how many times notifications were lost (ENOBUFS) and
 	// every object was reported.
 	Overflows uint64
 }
 
 // watchStats are the counters of WatchStats.
-type watchStats struct{ routes, links, overflows atomic.Uint64 }
+type watchStats struct{ routes, links, own, overflows atomic.Uint64 }
 
 // WatchStats returns the counters of the target's watch.
 func (t *Target) WatchStats() WatchStats {
-	return WatchStats{RouteEvents: t.stats.routes.Load(), LinkEvents: t.stats.links.Load(), Overflows: t.stats.overflows.Load()}
+	return WatchStats{RouteEvents: t.stats.routes.Load(), LinkEvents: t.stats.links.Load(), Own: t.stats.own.Load(),
+		Overflows: t.stats.overflows.Load()}
 }
 
 // WatchDrift implements reconciler.DriftTarget (see the top of this
@@ -367,10 +407,14 @@ func (t *Target) routeChanged(u netlink.RouteUpdate, drift reconciler.Drift) {
 	if !ok {
 		return
 	}
-	drift.Changed(k.Encode())
 	if t.routeSeen != nil {
-		t.routeSeen(k)
+		defer t.routeSeen(k)
 	}
+	if u.Type == unix.RTM_NEWROUTE && int(u.Protocol) == t.proto && t.watched.own(u.Route, k) {
+		t.stats.own.Add(1) // the target's own write: no drift
+		return
+	}
+	drift.Changed(k.Encode())
 	if u.Type == unix.RTM_NEWROUTE && u.Protocol == unix.RTPROT_KERNEL {
 		for _, k := range t.watched.affected("", false) {
 			drift.Changed(k.Encode())
