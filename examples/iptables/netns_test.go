@@ -3,6 +3,7 @@ package iptables
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -229,12 +230,19 @@ func (f *fixture) addForeign() {
 	f.sh("-A", "INPUT", "-j", "FOREIGN")
 }
 
-func (f *fixture) eventually(what string, cond func() bool) {
+// eventually polls cond until it holds or 30s have passed (generous, for
+// a loaded machine under -race); the failure
+// shows the filter table and what the optional show functions return.
+func (f *fixture) eventually(what string, cond func() bool, show ...func() WatchStats) {
 	f.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			f.t.Fatalf("timed out waiting until %s\n%s", what, f.save("filter"))
+			var extra string
+			for _, s := range show {
+				extra += fmt.Sprintf("watch: %+v\n", s())
+			}
+			f.t.Fatalf("timed out waiting until %s\n%s%s", what, extra, f.save("filter"))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -68,8 +68,10 @@ const namespaceCheckInterval = time.Second
 const eventBuffer = 4 << 20
 
 // ownWindow is how long a process ID of the target's iptables-restore
-// stays known as the target's own, for its notifications to be dropped.
-const ownWindow = 10 * time.Second
+// stays known as the target's own, for its notifications to be dropped:
+// long enough for a slow restore on a loaded machine, short enough that
+// the ID is not another process's by then.
+const ownWindow = time.Minute
 
 var _ reconciler.DriftTarget[*Rule] = (*Target)(nil)
 

@@ -89,12 +89,12 @@ func TestWatchDropsOwnAndForeign(t *testing.T) {
 	if err := f.write([]*Rule{watchSSH}); err != nil {
 		t.Fatal(err)
 	}
-	f.eventually("the target's own change seen", func() bool { return f.target.WatchStats().Own >= 1 })
+	f.eventually("the target's own change seen", func() bool { return f.target.WatchStats().Own >= 1 }, f.target.WatchStats)
 	reports := f.target.WatchStats().Reports
 	if err := f.write([]*Rule{watchWeb}); err != nil {
 		t.Fatal(err)
 	}
-	f.eventually("the target's own second change seen", func() bool { return f.target.WatchStats().Own >= 2 })
+	f.eventually("the target's own second change seen", func() bool { return f.target.WatchStats().Own >= 2 }, f.target.WatchStats)
 	if s := f.target.WatchStats(); s.Reports != reports {
 		t.Fatalf("the target's own changes were reported: %+v", s)
 	}
