@@ -231,8 +231,8 @@ func (f *fixture) addForeign() {
 }
 
 // eventually polls cond until it holds or 30s have passed (generous, for
-// a loaded machine under -race); the failure
-// shows the filter table and what the optional show functions return.
+// a loaded machine under -race); the failure shows the filter table and
+// what the optional show functions return.
 func (f *fixture) eventually(what string, cond func() bool, show ...func() WatchStats) {
 	f.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
