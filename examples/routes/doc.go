@@ -14,6 +14,7 @@
 //	plan.go      the Target's plan (reconciler.Planner, BatchPlanner)
 //	cell.go      ReconcilerConfig, and Cell (a hive module)
 //	kernel.go    batches (reconciler.BatchTarget) and reads of the kernel's routes
+//	dump.go      route listings decoded lean: only the routes selected, only what is compared
 //	pipeline.go  route changes sent many per write, without a wait per route
 //	watch.go     route and link notifications: drift reported (reconciler.DriftTarget)
 //

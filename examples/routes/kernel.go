@@ -270,33 +270,6 @@ type kernelRoute struct {
 // interrupted because the routes changed meanwhile.
 const maxDumpAttempts = 3
 
-// dump lists the routes of family that match filter (see
-// netlink.RouteListFilteredIter; with strict checking the kernel filters by
-// table and protocol). A table that does not exist has no routes. Routes with a TOS other than 0 are left out: a Route
-// never has one, so they never share its identity.
-func (t *Target) dump(family int, filter *netlink.Route, mask uint64) ([]kernelRoute, error) {
-	var routes []kernelRoute
-	var err error
-	for range maxDumpAttempts {
-		routes = routes[:0]
-		err = t.h.RouteListFilteredIter(family, filter, mask, func(nr netlink.Route) bool {
-			if k, ok := kernelKey(nr); ok {
-				routes = append(routes, kernelRoute{Route: nr, key: k})
-			}
-			return true
-		})
-		if !errors.Is(err, netlink.ErrDumpInterrupted) {
-			break
-		}
-	}
-	if errors.Is(err, unix.ENOENT) {
-		// A listing filtered by a table the kernel does not have yet (no
-		// route was ever added to it): no routes.
-		return nil, nil
-	}
-	return routes, err
-}
-
 // lookup returns the kernel's routes with the given identities, listing
 // each table of each family involved once.
 func (t *Target) lookup(keys []RouteKey) (map[RouteKey]netlink.Route, error) {
@@ -319,15 +292,14 @@ func (t *Target) lookup(keys []RouteKey) (map[RouteKey]netlink.Route, error) {
 		}
 	}
 	found := make(map[RouteKey]netlink.Route, len(keys))
+	wanted := func(k RouteKey, _ int) bool { _, ok := want[k]; return ok }
 	for _, tf := range tables {
-		routes, err := t.dump(tf.family, &netlink.Route{Table: int(tf.table)}, netlink.RT_FILTER_TABLE)
+		routes, err := t.list(tf.family, tf.table, 0, wanted)
 		if err != nil {
 			return nil, err
 		}
 		for _, kr := range routes {
-			if _, ok := want[kr.key]; ok {
-				found[kr.key] = kr.Route
-			}
+			found[kr.key] = kr.Route
 		}
 	}
 	return found, nil

@@ -175,18 +175,14 @@ func (t *Target) PlanPrune(ctx context.Context, _ statedb.ReadTxn, desired iter.
 // stale lists the routes of family and of the target's protocol whose
 // identity is not in keep: what Prune deletes. t.mu is held.
 func (t *Target) stale(family int, keep map[RouteKey]struct{}) ([]kernelRoute, error) {
-	filter := &netlink.Route{Protocol: netlink.RouteProtocol(t.proto)}
-	routes, err := t.dump(family, filter, netlink.RT_FILTER_PROTOCOL|netlink.RT_FILTER_TABLE)
+	routes, err := t.list(family, 0, t.proto, func(k RouteKey, proto int) bool {
+		_, desired := keep[k]
+		return !desired && proto == t.proto
+	})
 	if err != nil {
 		return nil, fmt.Errorf("listing routes of protocol %d: %w", t.proto, err)
 	}
-	var out []kernelRoute
-	for _, kr := range routes {
-		if _, ok := keep[kr.key]; !ok && int(kr.Protocol) == t.proto {
-			out = append(out, kr)
-		}
-	}
-	return out, nil
+	return routes, nil
 }
 
 // removal is the change of deleting the kernel's route kr.
