@@ -20,7 +20,8 @@ type Config[Obj any] struct {
 	// Table holds the desired objects. Required.
 	Table statedb.RWTable[Obj]
 	// Target is the real system. Required. If it also implements
-	// BatchTarget, whole rounds are applied as batches.
+	// BatchTarget, whole rounds are applied as batches; Planner,
+	// BatchPlanner and DriftTarget are its other optional interfaces.
 	Target Target[Obj]
 	// GetObjectStatus returns the object's status. Required.
 	GetObjectStatus func(Obj) Status
@@ -43,9 +44,10 @@ type Config[Obj any] struct {
 	// its status (Status.UpdatedAt), which every refresh renews. 0 (the
 	// default) means never by age.
 	RefreshInterval time.Duration
-	// RefreshRate is how many refreshes per second at most, so that a
-	// table whose objects all come of age at once is not re-applied in one
-	// burst. Default DefaultRefreshRate.
+	// RefreshRate is how many refreshes by age per second at most, so
+	// that a table whose objects all come of age at once is not re-applied
+	// in one burst. It does not pace the checks of drift that a
+	// DriftTarget reports. Default DefaultRefreshRate.
 	RefreshRate float64
 	// Workers is how many target operations may be in flight at once
 	// (Update, Delete, or a batch). Never two on the same object: a round
@@ -97,6 +99,10 @@ type Config[Obj any] struct {
 	// Logger is used for failures and panics, tagged with
 	// reconciler=<Name>. Default slog.Default().
 	Logger *slog.Logger
+	// OnRepair, when set, is called with every repair of drift (see
+	// Repair), from the goroutine running Run: it must not block. A
+	// RepairLog's Add keeps the latest for a status report. Default: none.
+	OnRepair func(Repair)
 }
 
 // Defaults for the zero values of Config. The retry backoffs are the

@@ -17,9 +17,21 @@
 // PlanPrune, each returning a Plan of Changes: add, change or remove, with
 // what differs) says, without changing anything, what an Update, Delete or
 // Prune would change. The reconciler then skips
-// operations whose plan is empty, logs and counts every drift a refresh
-// repairs and every leftover a prune removes, and DryRun returns the plan
-// of a whole table against the real system (what `agent diff` prints).
+// operations whose plan is empty, logs and counts every drift it repairs
+// (Repair, Config.OnRepair) and every leftover a prune removes, and DryRun
+// returns the plan of a whole table against the real system (what `agent
+// diff` prints). A BatchPlanner plans many objects with one read of the
+// real system.
+//
+// Drift is found three ways: by the refresh by age above; by a prune whose
+// plan puts desired state back; and, with a target that implements
+// DriftTarget, the moment the real system says so (kernel notifications,
+// a cheap poll): the target reports which objects may have changed, or all
+// of them, and the reconciler checks exactly those, apart from
+// RefreshInterval and never paced by RefreshRate. A check plans first and
+// touches only objects whose plan is not empty: those are Refreshing while
+// they are repaired, then Done again (check.go, drift.go). Reports that
+// come while a round runs coalesce into the next round.
 //
 // Several reconcilers can work on one table (routes programmed into the
 // kernel and announced to a routing daemon): each keeps its status in its
@@ -77,5 +89,7 @@
 // Only the goroutine running Run touches the reconciler's state; its
 // workers get copies of what they apply and hand back outcomes under the
 // executor's lock. Prune and WaitUntilReconciled reach it through channels
-// and a mutex, and are safe for concurrent use.
+// and a mutex, and are safe for concurrent use; so do a DriftTarget's
+// reports, from the goroutine that runs WatchDrift, which Run starts and
+// waits for.
 package reconciler

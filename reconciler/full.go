@@ -58,9 +58,16 @@ func (r *reconciler[Obj]) pruneStep(ctx context.Context) <-chan struct{} {
 	// after its backoff: what made them fail (a conflict, a missing
 	// device) may have been fixed by hand meanwhile.
 	r.retries.expedite(time.Now())
-	if len(out.plan) > 0 {
-		r.cfg.Logger.Info("Pruned leftovers", "count", len(out.plan), "changes", out.plan.String())
-		r.cfg.Metrics.Pruned(r.cfg.Name, r.tableName, len(out.plan))
+	// What the prune removed are leftovers; what it put back (a desired
+	// rule deleted by hand, say) is drift repaired.
+	leftovers, repairs := splitPrunePlan(out.plan)
+	if len(leftovers) > 0 {
+		r.cfg.Logger.Info("Pruned leftovers", "count", len(leftovers), "changes", leftovers.String())
+		r.cfg.Metrics.Pruned(r.cfg.Name, r.tableName, len(leftovers))
+	}
+	now := time.Now()
+	for _, c := range repairs {
+		r.recordRepair(Repair{Object: c.Object, Changes: Plan{c}, FoundBy: FoundByPrune, At: now})
 	}
 	r.cfg.Metrics.FullReconciliationDone(r.cfg.Name, r.tableName, time.Since(start), nil)
 	return nil

@@ -15,6 +15,8 @@ type retryItem[Obj any] struct {
 	rev      statedb.Revision
 	deleted  bool // a Delete to retry; otherwise an Update
 	refresh  bool // the Update was a refresh: drift it repairs is counted
+	plan     Plan // the refresh's plan, if it was planned: the drift found
+	found    FoundBy
 	attempts int
 	at       time.Time // when to retry
 	err      error     // the last failure
@@ -74,6 +76,20 @@ func (q *retryQueue[Obj]) expedite(now time.Time) {
 		}
 	}
 	heap.Init(&q.heap)
+}
+
+// expediteKey makes the pending retry of key, if any, due at now at the
+// latest, and reports whether there was one.
+func (q *retryQueue[Obj]) expediteKey(key string, now time.Time) bool {
+	it, ok := q.byKey[key]
+	if !ok {
+		return false
+	}
+	if it.at.After(now) {
+		it.at = now
+		heap.Fix(&q.heap, it.pos)
+	}
+	return true
 }
 
 // lowestRevision returns the lowest revision of a pending retry (0 if none).

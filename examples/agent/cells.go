@@ -32,7 +32,7 @@ func agentCells() []cell.Cell {
 		cell.Module("agent", "The example node agent",
 			cell.Config(defaultConfig()),
 			fleetcell.ConfigCell,
-			cell.Provide(newNamespace, newStateRecord, newFirstLoad, sysctlTarget, routesTarget, iptablesTarget),
+			cell.Provide(newNamespace, newStateRecord, newFirstLoad, newRepairLogs, sysctlTarget, routesTarget, iptablesTarget),
 
 			cell.Decorate(withAgent[*sysctl.Sysctl], sysctl.Cell),
 			cell.Decorate(withAgent[*routes.Route], routes.Cell),
@@ -74,12 +74,16 @@ func iptablesTarget(ns *Namespace) iptables.TargetConfig {
 }
 
 // withAgent sets the agent's prune and refresh intervals on a reconciler
-// config (a decorator of the example cells') and wraps its target so that
-// the state record holds what it applied and "Removed" is logged once a
+// config (a decorator of the example cells'), keeps its latest repairs of
+// drift for `agent status` (repairLogs), and wraps its target so that the
+// state record holds what it applied and "Removed" is logged once a
 // delete succeeded (recordTarget).
-func withAgent[Obj any](rc reconciler.Config[Obj], cfg AgentConfig, rec *stateRecord, log *slog.Logger) reconciler.Config[Obj] {
+func withAgent[Obj any](rc reconciler.Config[Obj], cfg AgentConfig, rec *stateRecord, repairs *repairLogs, log *slog.Logger) reconciler.Config[Obj] {
 	rc.FullReconciliationInterval = cfg.FullReconciliationInterval
 	rc.RefreshInterval = cfg.RefreshInterval
+	if rc.Table != nil && rc.OnRepair == nil {
+		rc.OnRepair = repairs.of(rc.Table.Name()).Add
+	}
 	if rc.Target != nil && rc.Table != nil {
 		rc.Target = recordTarget(rc.Target, rec, rc.Table.Name(), rc.Table.PrimaryKey, log)
 	}

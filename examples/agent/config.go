@@ -40,9 +40,9 @@ type AgentConfig struct {
 	// its target owns and is not desired goes); the first runs right after
 	// the first load.
 	FullReconciliationInterval time.Duration
-	// RefreshInterval is the age after which an applied object is applied
-	// again, which repairs drift (a route deleted by hand, a sysctl
-	// changed).
+	// RefreshInterval is the age after which an applied object is checked
+	// again and any drift repaired: a backstop, since the targets report
+	// drift as it happens (a route deleted by hand, a sysctl changed).
 	RefreshInterval time.Duration
 }
 
@@ -87,7 +87,7 @@ func (def AgentConfig) Flags(fs *pflag.FlagSet) {
 	fs.Duration("settle-time", def.SettleTime, "how long the desired file must stay unchanged before it is read (write it via rename to be safe)")
 	fs.Duration("reload-interval", def.ReloadInterval, "how often to read the desired file without a change notification (fallback)")
 	fs.Duration("full-reconciliation-interval", def.FullReconciliationInterval, "how often to prune what the agent applied and is no longer desired (the first runs after the first load)")
-	fs.Duration("refresh-interval", def.RefreshInterval, "age after which an applied object is applied again, repairing drift")
+	fs.Duration("refresh-interval", def.RefreshInterval, "age after which an applied object is checked again and any drift repaired (a backstop: the targets report drift as it happens)")
 }
 
 // Validate implements the config check of hive.

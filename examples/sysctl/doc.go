@@ -12,6 +12,7 @@
 //	table.go    the table's name and indexes (NameIndex, StatusIndex), NewTable
 //	target.go   the Target (NewTarget): Update, Delete, Prune
 //	plan.go     the Target's plan (reconciler.Planner): what an operation would change
+//	watch.go    drift: what changed behind the target's back (reconciler.DriftTarget)
 //	cell.go     ReconcilerConfig, and Cell: the table, target and reconciler as a hive module
 //
 // # What it manages and what it owns
@@ -33,6 +34,11 @@
 // "" is the process's own namespace), so net.* keys are those of that
 // network namespace; keys outside net.* are global to the kernel whichever
 // namespace is used (TargetConfig.NetworkOnly refuses them).
+//
+// The kernel does not say when a sysctl is written, so the target checks
+// the keys it applied every TargetConfig.CheckInterval (5 seconds by
+// default; one read of each key's file) and reports those that changed:
+// the reconciler repairs them at once (see watch.go).
 //
 // Unknown keys, read-only keys and values the kernel rejects are terminal
 // errors (reconciler.Terminal): the object goes to Error and is not retried

@@ -14,6 +14,7 @@ const (
 	PkgScaling  = module + "/benchmarks/scaling"
 	PkgRoutes   = module + "/examples/routes"
 	PkgIptables = module + "/examples/iptables"
+	PkgSysctl   = module + "/examples/sysctl"
 	PkgCilium   = module + "/benchmarks/cilium"
 	PkgRecon    = module + "/reconciler"
 	PkgEtcd     = module + "/etcd"
@@ -148,6 +149,23 @@ var projectTargets = []Target{
 		Subject:  Ref{PkgRoutes, "BenchmarkApply", "reconciler"},
 		Baseline: &Ref{PkgRoutes, "BenchmarkApply", "ip-batch"},
 		Metrics:  []string{"sec/10k", "ns/op"}, AtMost: true, Limit: 1.5, Unit: "x",
+	},
+	{
+		Name:    "routes: 10k routes, a route deleted by hand back in the kernel, p99",
+		Subject: Ref{PkgRoutes, "BenchmarkRepairDrift", ""},
+		Metrics: []string{"p99-ms"}, AtMost: true, Limit: 1000, Unit: " ms",
+	},
+	{
+		Name:    "iptables (nf_tables): 2000 rules, a rule deleted by hand back, p99",
+		Subject: Ref{PkgIptables, "BenchmarkRepairDrift", ""},
+		Metrics: []string{"p99-ms"}, AtMost: true, Limit: 2000, Unit: " ms",
+	},
+	{
+		// Checked every 5s (the default CheckInterval): repaired within
+		// the interval, plus the repair itself.
+		Name:    "sysctl: a value changed by hand repaired, p99",
+		Subject: Ref{PkgSysctl, "BenchmarkRepairDrift", ""},
+		Metrics: []string{"p99-ms"}, AtMost: true, Limit: 5250, Unit: " ms",
 	},
 	{
 		Name:     "iptables: 5k rules, reconciler time vs iptables-restore",
