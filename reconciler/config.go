@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	retry "github.com/steadystate/steadystate/internal/backoff"
+	"github.com/steadystate/steadystate/internal/backoff"
 	"github.com/steadystate/steadystate/internal/names"
 	"github.com/steadystate/steadystate/statedb"
 )
@@ -31,7 +31,9 @@ type Config[Obj any] struct {
 	// CloneObject returns a shallow copy of the object: stored objects are
 	// never mutated. Required.
 	CloneObject func(Obj) Obj
-	// FullReconciliationInterval is how often to prune: Target.Prune with
+	// FullReconciliationInterval is the prune interval (the public
+	// contract keeps this name; everything else says prune): how often to
+	// prune: Target.Prune with
 	// every desired object removes from the real system what is not
 	// desired (leftovers). When set, the first prune runs as soon as the
 	// table is initialized. 0 means only when Prune is called. A prune
@@ -108,8 +110,8 @@ type Config[Obj any] struct {
 // Defaults for the zero values of Config. The retry backoffs are the
 // project's one retry backoff's, the same as hive jobs': 100ms and 1m.
 const (
-	DefaultRetryBackoffMin      = retry.DefaultMin
-	DefaultRetryBackoffMax      = retry.DefaultMax
+	DefaultRetryBackoffMin      = backoff.DefaultMin
+	DefaultRetryBackoffMax      = backoff.DefaultMax
 	DefaultIncrementalRoundSize = 1000
 	DefaultOperationTimeout     = time.Minute
 	DefaultRefreshRate          = 100.0 // refreshes per second

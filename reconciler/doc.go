@@ -5,12 +5,13 @@
 // Pending or Refreshing are applied with Target.Update, deleted objects with
 // Target.Delete, and the outcome is written back into each object's status
 // (Done, or Error with the message). Up to Config.Workers operations run at
-// once (exec.go), never two on one object. Periodically
-// (Config.FullReconciliationInterval), and when asked with Prune, it prunes:
-// Target.Prune with every desired object removes what is in the real system
-// but not desired. Apart from that, Done objects older than
-// Config.RefreshInterval are applied again, at most Config.RefreshRate per
-// second, to repair drift (full.go). Config.MinRoundInterval makes bursts of
+// once (exec.go), never two on one object. Every prune interval
+// (Config.FullReconciliationInterval, the contract's name for it), and when
+// asked with Prune, it prunes (prune.go): Target.Prune with every desired
+// object removes what is in the real system but not desired. Apart from
+// that, Done objects older than Config.RefreshInterval are checked again,
+// at most Config.RefreshRate per second, to repair drift (refresh.go), and
+// objects a DriftTarget reports are checked at once (drift.go). Config.MinRoundInterval makes bursts of
 // changes coalesce into fewer rounds.
 //
 // A target that also implements Planner (PlanUpdate, PlanDelete and
@@ -80,7 +81,7 @@
 // No prune before initialization. A prune, and so
 // Target.Prune, waits until the table is initialized (every initializer
 // registered with RegisterInitializer is done), so that a half-loaded table
-// never makes the real system lose what is still to be loaded (full.go).
+// never makes the real system lose what is still to be loaded (prune.go).
 //
 // A panic is an error. A panic inside a Target operation becomes the error
 // of that object (of every object of a batch), which is retried like any

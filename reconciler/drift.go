@@ -150,7 +150,7 @@ func (r *reconciler[Obj]) watchDrift(ctx context.Context) {
 		d.mu.Lock()
 		d.attempts++
 		d.watchErr = fmt.Errorf("watching the real system for drift: %w", err)
-		wait := backoff(d.attempts, r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax)
+		wait := retryWait(d.attempts, r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax)
 		d.mu.Unlock()
 		r.cfg.Logger.Warn("Watching for drift failed; drift is repaired only by refresh until it works again", "error", err, "retry-in", wait)
 		d.signal() // health

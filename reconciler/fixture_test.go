@@ -219,7 +219,7 @@ func (g *gauges) locked(f func()) {
 }
 
 func (g *gauges) OperationDone(string, string, reconciler.Operation, time.Duration, int, int) {}
-func (g *gauges) FullReconciliationDone(string, string, time.Duration, error) {
+func (g *gauges) PruneRoundDone(string, string, time.Duration, error) {
 	g.locked(func() { g.fullDone++ })
 }
 func (g *gauges) PruneDone(string, string, time.Duration, error) { g.locked(func() { g.prunes++ }) }

@@ -70,17 +70,17 @@ func (r *reconciler[Obj]) reportHealth(force bool) {
 	stuck := r.exec.numStuck()
 	watchErr := r.drift.err()
 	h := &r.health
-	if !force && h.reported && failing == h.failing && objects == h.objects && r.full.err == h.pruneErr && stuck == h.stuck && watchErr == h.watchErr {
+	if !force && h.reported && failing == h.failing && objects == h.objects && r.pruning.err == h.pruneErr && stuck == h.stuck && watchErr == h.watchErr {
 		return
 	}
-	h.reported, h.failing, h.objects, h.pruneErr, h.stuck, h.watchErr = true, failing, objects, r.full.err, stuck, watchErr
+	h.reported, h.failing, h.objects, h.pruneErr, h.stuck, h.watchErr = true, failing, objects, r.pruning.err, stuck, watchErr
 	r.cfg.Metrics.Errors(r.cfg.Name, r.tableName, failing)
 	r.cfg.Metrics.QueuedRetries(r.cfg.Name, r.tableName, r.retries.len())
 	r.cfg.Metrics.StuckOperations(r.cfg.Name, r.tableName, stuck)
 	if r.cfg.Health == nil {
 		return
 	}
-	if failing == 0 && r.full.err == nil && stuck == 0 && watchErr == nil {
+	if failing == 0 && r.pruning.err == nil && stuck == 0 && watchErr == nil {
 		r.cfg.Health.OK(fmt.Sprintf("%d objects reconciled", objects))
 		return
 	}
@@ -94,9 +94,9 @@ func (r *reconciler[Obj]) reportHealth(force bool) {
 			}
 		}
 	}
-	if r.full.err != nil {
-		latest = r.full.err
-		lines = append([]string{r.full.err.Error()}, lines...)
+	if r.pruning.err != nil {
+		latest = r.pruning.err
+		lines = append([]string{r.pruning.err.Error()}, lines...)
 	}
 	reason := fmt.Sprintf("%d of %d objects failing", failing, objects)
 	if len(lines) > 0 {

@@ -120,7 +120,7 @@ func (r *reconciler[Obj]) failedAttempt(w *work[Obj], now time.Time, refresh boo
 		key: key, obj: w.obj, rev: w.rev, deleted: w.deleted, refresh: refresh || w.refresh,
 		plan: w.plan, found: w.found,
 		attempts: w.attempts + 1, err: w.err,
-		at: now.Add(backoff(w.attempts+1, r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax)),
+		at: now.Add(retryWait(w.attempts+1, r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax)),
 	})
 }
 

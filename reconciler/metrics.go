@@ -28,9 +28,9 @@ type Metrics interface {
 	// OperationDone is one target operation on n objects (n > 1 for a
 	// batch) that took d; errors is how many of them failed.
 	OperationDone(reconciler, table string, op Operation, d time.Duration, n, errors int)
-	// FullReconciliationDone is one prune (requested or by the interval)
+	// PruneRoundDone is one prune round (requested or by the interval)
 	// that took d, plan included; err is its failure.
-	FullReconciliationDone(reconciler, table string, d time.Duration, err error)
+	PruneRoundDone(reconciler, table string, d time.Duration, err error)
 	// PruneDone is one Target.Prune call that took d.
 	PruneDone(reconciler, table string, d time.Duration, err error)
 	// PlanDone is one plan of op (Planner targets) that took d.
@@ -77,8 +77,8 @@ type NopMetrics struct{}
 // OperationDone implements Metrics.
 func (NopMetrics) OperationDone(string, string, Operation, time.Duration, int, int) {}
 
-// FullReconciliationDone implements Metrics.
-func (NopMetrics) FullReconciliationDone(string, string, time.Duration, error) {}
+// PruneRoundDone implements Metrics.
+func (NopMetrics) PruneRoundDone(string, string, time.Duration, error) {}
 
 // PruneDone implements Metrics.
 func (NopMetrics) PruneDone(string, string, time.Duration, error) {}

@@ -57,7 +57,7 @@ type reconciler[Obj any] struct {
 	terminal map[string]error // objects failed terminally, by primary key
 	failures map[string]int   // failed updates in a row of each object in Error, by primary key
 	recent   []recentFailure  // the latest failures, newest last
-	full     pruneState
+	pruning  pruneState
 	refresh  refreshState
 	drift    driftState
 	health   healthState
@@ -195,7 +195,7 @@ func (r *reconciler[Obj]) Run(ctx context.Context) error {
 		// The first prune comes as soon as the table is initialized: it
 		// removes what an earlier run left behind (deletes that happened
 		// while nothing was running).
-		r.full.requested = true
+		r.pruning.requested = true
 	}
 	r.reportHealth(true)
 
@@ -221,8 +221,8 @@ func (r *reconciler[Obj]) Run(ctx context.Context) error {
 		// Sleep until the earliest of: a retry due, a failed prune's
 		// backoff over, the next refresh.
 		wake, ok := r.retries.next()
-		if r.full.requested && !r.full.retryAt.IsZero() && (!ok || r.full.retryAt.Before(wake)) {
-			wake, ok = r.full.retryAt, true
+		if r.pruning.requested && !r.pruning.retryAt.IsZero() && (!ok || r.pruning.retryAt.Before(wake)) {
+			wake, ok = r.pruning.retryAt, true
 		}
 		if !refreshAt.IsZero() && (!ok || refreshAt.Before(wake)) {
 			wake, ok = refreshAt, true
@@ -241,9 +241,9 @@ func (r *reconciler[Obj]) Run(ctx context.Context) error {
 		case <-r.exec.unstuck:
 		case <-r.drift.wake:
 		case <-pruneTick:
-			r.full.requested = true
+			r.pruning.requested = true
 		case <-r.pruneReq:
-			r.full.requested = true
+			r.pruning.requested = true
 		}
 		if !timer.Stop() {
 			select {

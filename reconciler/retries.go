@@ -4,7 +4,7 @@ import (
 	"container/heap"
 	"time"
 
-	retry "github.com/steadystate/steadystate/internal/backoff"
+	"github.com/steadystate/steadystate/internal/backoff"
 	"github.com/steadystate/steadystate/statedb"
 )
 
@@ -118,16 +118,16 @@ func (q *retryQueue[Obj]) popDue(now time.Time, limit int) []*retryItem[Obj] {
 // of failed attempts: the project's one backoff (internal/backoff) between
 // Config.RetryBackoffMin and RetryBackoffMax, so a reconciler and a hive job
 // given the same bounds wait the same.
-func backoff(attempts int, minD, maxD time.Duration) time.Duration {
-	return retry.Backoff{Min: minD, Max: maxD}.Duration(attempts)
+func retryWait(attempts int, minD, maxD time.Duration) time.Duration {
+	return backoff.Backoff{Min: minD, Max: maxD}.Duration(attempts)
 }
 
 // The reconciler's documented defaults are the shared backoff's: this fails
 // to compile if they drift apart (a constant array length must not be
 // negative, and [0]byte takes only a zero-length array).
 var (
-	_ [0]byte = [DefaultRetryBackoffMin - retry.DefaultMin]byte{}
-	_ [0]byte = [DefaultRetryBackoffMax - retry.DefaultMax]byte{}
+	_ [0]byte = [DefaultRetryBackoffMin - backoff.DefaultMin]byte{}
+	_ [0]byte = [DefaultRetryBackoffMax - backoff.DefaultMax]byte{}
 )
 
 type retryHeap[Obj any] []*retryItem[Obj]

@@ -78,7 +78,7 @@ func buildAgent(t testing.TB) string {
 func startAgent(t *testing.T, bin, desired string, ns netnsutil.NS, extra ...string) *agentProc {
 	t.Helper()
 	a := &agentProc{t: t, bin: bin, socket: filepath.Join(t.TempDir(), "agent.sock"), out: &syncBuffer{}}
-	args := []string{"run", "--desired", desired, "--socket", a.socket, "--settle-time", "50ms", "--reload-interval", "1s", "--full-reconciliation-interval", "300ms", "--refresh-interval", "1h"}
+	args := []string{"run", "--desired", desired, "--socket", a.socket, "--settle-time", "50ms", "--reload-interval", "1s", "--prune-interval", "300ms", "--refresh-interval", "1h"}
 	if ns != "" {
 		// On a named namespace the record would default to the host's
 		// state root: keep it in the test's.

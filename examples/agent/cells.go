@@ -79,7 +79,7 @@ func iptablesTarget(ns *Namespace) iptables.TargetConfig {
 // state record holds what it applied and "Removed" is logged once a
 // delete succeeded (recordTarget).
 func withAgent[Obj any](rc reconciler.Config[Obj], cfg AgentConfig, rec *stateRecord, repairs *repairLogs, log *slog.Logger) reconciler.Config[Obj] {
-	rc.FullReconciliationInterval = cfg.FullReconciliationInterval
+	rc.FullReconciliationInterval = cfg.PruneInterval
 	rc.RefreshInterval = cfg.RefreshInterval
 	if rc.Table != nil && rc.OnRepair == nil {
 		rc.OnRepair = repairs.of(rc.Table.Name()).Add

@@ -74,7 +74,7 @@
 //
 // The agent gives the example cells their target configs (all in the
 // namespace of --netns) and decorates their reconciler configs with its
-// prune interval (--full-reconciliation-interval, 1m) and refresh interval
+// prune interval (--prune-interval, 1m) and refresh interval
 // (--refresh-interval, 10m: applied objects are checked again at that age,
 // at a limited rate). The refresh is a backstop: the targets report drift
 // as it happens (route and link notifications; nf_tables notifications, or

@@ -29,7 +29,7 @@
 //	steadystate_reconciler_operation_duration_seconds{operation}            histogram: target operations (a batch counts once)
 //	steadystate_reconciler_queued_retries                                   gauge: objects waiting to be retried
 //	steadystate_reconciler_prune_duration_seconds{result}                   histogram: Target.Prune calls
-//	steadystate_reconciler_full_reconciliation_duration_seconds{result}     histogram: prunes (plan, Prune and bookkeeping)
+//	steadystate_reconciler_prune_round_duration_seconds{result}     histogram: prunes (plan, Prune and bookkeeping)
 //	steadystate_reconciler_plan_duration_seconds{operation, result}         histogram: plans of Planner targets
 //	steadystate_reconciler_drift_repaired_total                             counter: repairs of drift (found by refresh, target report or prune)
 //	steadystate_reconciler_drift_reports_total                              counter: reports of possible drift from a DriftTarget

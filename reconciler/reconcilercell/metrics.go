@@ -67,7 +67,7 @@ func NewPrometheusMetrics(reg prometheus.Registerer) (*PrometheusMetrics, error)
 			Help: "Objects waiting to be retried.",
 		}, with()),
 		fullDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: ns, Subsystem: sub, Name: "full_reconciliation_duration_seconds",
+			Namespace: ns, Subsystem: sub, Name: "prune_round_duration_seconds",
 			Help: "Duration of full reconciliations (prunes, plan included).", Buckets: fullBuckets,
 		}, with(labelResult)),
 		pruneDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -138,8 +138,8 @@ func (m *PrometheusMetrics) OperationDone(rec, table string, op reconciler.Opera
 	}
 }
 
-// FullReconciliationDone implements reconciler.Metrics.
-func (m *PrometheusMetrics) FullReconciliationDone(rec, table string, d time.Duration, err error) {
+// PruneRoundDone implements reconciler.Metrics.
+func (m *PrometheusMetrics) PruneRoundDone(rec, table string, d time.Duration, err error) {
 	m.fullDuration.WithLabelValues(rec, table, result(err)).Observe(d.Seconds())
 }
 

@@ -41,7 +41,7 @@ func TestPrometheusMetrics(t *testing.T) {
 		t.Fatalf("bad is still failing: %v", err)
 	}
 	r.Prune()
-	const full = `steadystate_reconciler_full_reconciliation_duration_seconds{reconciler="rec",result="ok",table="routes"}`
+	const full = `steadystate_reconciler_prune_round_duration_seconds{reconciler="rec",result="ok",table="routes"}`
 	target.WaitUntil(t, "a prune", func() bool { return target.Count(reconciler.OpPrune, "") == 1 })
 	eventually(t, "the full reconciliation's metrics", func() bool { return gather(t, reg)[full] == 1 })
 	// A good prune retries the failing objects at once: bad fails again

@@ -24,7 +24,7 @@ type pruneState struct {
 // remove what that operation is about to write): it waits for the
 // operation to return.
 func (r *reconciler[Obj]) pruneStep(ctx context.Context) <-chan struct{} {
-	f := &r.full
+	f := &r.pruning
 	if !f.requested || time.Now().Before(f.retryAt) || r.exec.numStuck() > 0 {
 		return nil
 	}
@@ -48,9 +48,9 @@ func (r *reconciler[Obj]) pruneStep(ctx context.Context) <-chan struct{} {
 			f.err = fmt.Errorf("prune: %w", out.err)
 		}
 		f.requested = true
-		f.retryAt = time.Now().Add(backoff(f.attempts, r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax))
+		f.retryAt = time.Now().Add(retryWait(f.attempts, r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax))
 		r.cfg.Logger.Warn("Prune failed", "error", out.err, "attempt", f.attempts)
-		r.cfg.Metrics.FullReconciliationDone(r.cfg.Name, r.tableName, time.Since(start), f.err)
+		r.cfg.Metrics.PruneRoundDone(r.cfg.Name, r.tableName, time.Since(start), f.err)
 		return nil
 	}
 	f.attempts, f.err, f.retryAt = 0, nil, time.Time{}
@@ -69,6 +69,6 @@ func (r *reconciler[Obj]) pruneStep(ctx context.Context) <-chan struct{} {
 	for _, c := range repairs {
 		r.recordRepair(Repair{Object: c.Object, Changes: Plan{c}, FoundBy: FoundByPrune, At: now})
 	}
-	r.cfg.Metrics.FullReconciliationDone(r.cfg.Name, r.tableName, time.Since(start), nil)
+	r.cfg.Metrics.PruneRoundDone(r.cfg.Name, r.tableName, time.Since(start), nil)
 	return nil
 }
