@@ -17,8 +17,8 @@ import (
 	"github.com/vishvananda/netns"
 	"go.uber.org/goleak"
 
-	"github.com/steadystate/steadystate/examples/internal/netnstest"
-	"github.com/steadystate/steadystate/examples/internal/netnsutil"
+	"github.com/steadystate/steadystate/examples/netnstest"
+	"github.com/steadystate/steadystate/examples/netnsutil"
 	"github.com/steadystate/steadystate/hive/health"
 	"github.com/steadystate/steadystate/reconciler"
 )

@@ -16,8 +16,8 @@ import (
 	"github.com/steadystate/steadystate/etcd"
 	"github.com/steadystate/steadystate/etcd/etcdtest"
 	"github.com/steadystate/steadystate/etcd/fleetcmd"
-	"github.com/steadystate/steadystate/examples/internal/netnstest"
-	"github.com/steadystate/steadystate/examples/internal/netnsutil"
+	"github.com/steadystate/steadystate/examples/netnstest"
+	"github.com/steadystate/steadystate/examples/netnsutil"
 )
 
 // fleetCLI runs `agent fleet ARGS --etcd-endpoints EPS`.

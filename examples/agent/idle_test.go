@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/steadystate/steadystate/examples/internal/netnstest"
+	"github.com/steadystate/steadystate/examples/netnstest"
 )
 
 // The idle cost of the agent: BenchmarkIdleCPU, run by `make bench-idle`

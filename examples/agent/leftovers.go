@@ -15,7 +15,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/steadystate/steadystate/examples/internal/netnsutil"
+	"github.com/steadystate/steadystate/examples/netnsutil"
 )
 
 // Files of a running agent, one set per managed namespace, so that agents

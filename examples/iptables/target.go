@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/steadystate/steadystate/examples/internal/netnsutil"
+	"github.com/steadystate/steadystate/examples/netnsutil"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/statedb"
 )

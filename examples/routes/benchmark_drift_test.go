@@ -12,7 +12,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/steadystate/steadystate/examples/internal/netnstest"
+	"github.com/steadystate/steadystate/examples/netnstest"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/reconciler/reconcilertest"
 	"github.com/steadystate/steadystate/statedb"

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/steadystate/steadystate/examples/internal/netnstest"
+	"github.com/steadystate/steadystate/examples/netnstest"
 	"github.com/steadystate/steadystate/reconciler"
 )
 

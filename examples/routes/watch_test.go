@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/steadystate/steadystate/examples/internal/netnsutil"
+	"github.com/steadystate/steadystate/examples/netnsutil"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/reconciler/reconcilertest"
 )

@@ -57,4 +57,18 @@
 //
 // With hive, include Cell and provide a TargetConfig (see Cell). Writing
 // to /proc/sys needs root (CAP_NET_ADMIN in the namespace for net.*).
+//
+// # Copying it
+//
+// The package imports only public packages (the library, and
+// examples/netnsutil for namespaces, which a copy may keep importing or
+// replace), so it can be copied out of the repository. Keep: the layout of
+// the files above, the names (NewTable, NewTarget, ReconcilerConfig, Cell,
+// TargetConfig), the object's status accessors, Clone and Equal, Validate,
+// the plan (read before write: a converged system costs no write), and
+// the drift report. Change: the object's fields and its key (types.go,
+// table.go), what Update, Delete and Prune do to the real system and how
+// the target tells what it owns (target.go, plan.go), how drift is seen
+// (watch.go: kernel notifications where there are any, a cheap check on an
+// interval where not), and the errors.
 package sysctl

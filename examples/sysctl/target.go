@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/steadystate/steadystate/examples/internal/netnsutil"
+	"github.com/steadystate/steadystate/examples/netnsutil"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/statedb"
 )
