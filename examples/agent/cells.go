@@ -5,9 +5,6 @@ import (
 	"log/slog"
 
 	"github.com/steadystate/steadystate/etcd/fleetcell"
-	"github.com/steadystate/steadystate/examples/iptables"
-	"github.com/steadystate/steadystate/examples/routes"
-	"github.com/steadystate/steadystate/examples/sysctl"
 	"github.com/steadystate/steadystate/hive"
 	"github.com/steadystate/steadystate/hive/cell"
 	"github.com/steadystate/steadystate/hive/job"
@@ -32,12 +29,7 @@ func agentCells() []cell.Cell {
 		cell.Module("agent", "The example node agent",
 			cell.Config(defaultConfig()),
 			fleetcell.ConfigCell,
-			cell.Provide(newNamespace, newStateRecord, newFirstLoad, newRepairLogs, sysctlTarget, routesTarget, iptablesTarget),
-
-			cell.Decorate(withAgent[*sysctl.Sysctl], sysctl.Cell),
-			cell.Decorate(withAgent[*routes.Route], routes.Cell),
-			cell.Decorate(withAgent[*iptables.Rule], iptables.Cell),
-
+			cell.Provide(newNamespace, newStateRecord, newFirstLoad, newRepairLogs),
 			kindCells(),
 			cell.Module("progress", "A progress log of each table's reconciliation",
 				cell.Invoke(startProgress),
@@ -49,28 +41,6 @@ func agentCells() []cell.Cell {
 			),
 		),
 	}
-}
-
-// sysctlTarget manages the agent's namespace. Outside --netns host only
-// net.* sysctls: the others are the whole machine's, in any namespace.
-// The original values live in the state record, so that a restarted agent
-// restores what an earlier run changed.
-// (agent diff has none: nil.)
-func sysctlTarget(ns *Namespace, cfg AgentConfig, rec *stateRecord) sysctl.TargetConfig {
-	tc := sysctl.TargetConfig{NetNS: ns.Path, NetworkOnly: cfg.NetNS != netnsHost}
-	if rec != nil {
-		tc.Originals = rec
-	}
-	return tc
-}
-
-func routesTarget(ns *Namespace) routes.TargetConfig {
-	return routes.TargetConfig{NetNS: ns.Path}
-}
-
-// iptablesTarget leaves Rules to iptables.Cell, which uses its table.
-func iptablesTarget(ns *Namespace) iptables.TargetConfig {
-	return iptables.TargetConfig{NetNS: ns.Path}
 }
 
 // withAgent sets the agent's prune and refresh intervals on a reconciler
