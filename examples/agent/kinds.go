@@ -328,8 +328,12 @@ func kindCells() cell.Cell {
 			panic(fmt.Sprintf("kindConstructors[%d] is not the constructor of %s", i, k.fileKey()))
 		}
 	}
-	return cell.Group(append(kindTargets, cell.Provide(kindConstructors...))...)
+	return cell.Group(append(kindTargets, kindRuntimes())...)
 }
+
+// kindRuntimes provide every kind's runtime from its table and reconciler
+// (which kindTargets provide in the agent, and a test provides itself).
+func kindRuntimes() cell.Cell { return cell.Provide(kindConstructors...) }
 
 // describe names any of the agent's objects with its kind.
 func describe(obj any) string {
