@@ -67,7 +67,7 @@ func (it *changeIterator[Obj]) Next(txn ReadTxn) (iter.Seq2[Change[Obj], Revisio
 		return func(func(Change[Obj], Revision) bool) {}, closedWatch()
 	}
 	t := it.table
-	if w, ok := txn.(*writeTxn); ok && !w.closed {
+	if w, ok := txn.(*writeTxn); ok && w.open() {
 		// Uncommitted writes may still be aborted and their revisions
 		// reused: read only what was committed when the txn began. (A
 		// finished txn reads as what it committed; see tableEntry.)

@@ -3,6 +3,7 @@ package statedb
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 
@@ -64,28 +65,46 @@ func (m *tableMeta) indexPos(name string) int {
 }
 
 // tableEntry is the state of one table in one snapshot. Committed entries are
-// immutable; a WriteTxn works on a private copy.
+// immutable and each is an allocation of its own, made at the commit that
+// published it (tableEntry.committed); a WriteTxn works on a copy inside its
+// pooled state.
 //
-// A committed entry refers to nothing but its own state: its indexes array
-// is allocated for it at commit and never shared with a WriteTxn, whose
-// buffers hold other tables' states of the past. That is what keeps memory
-// bounded by live data (package doc, "Memory depends on live data"): were an
-// entry to point into the transaction that committed it, every kept entry
-// would keep that transaction's whole root, and with it the entries of every
-// other table as of then, and so on back through history.
+// A committed entry refers to nothing but its own state: its trees, its
+// initializers, its table. It never points into a WriteTxn, whose buffers
+// are reused and whose committed root holds other tables' entries of the
+// past. That is what keeps memory bounded by live data (package doc,
+// "Memory depends on live data"): were an entry to point into the
+// transaction that committed it, every kept entry would keep that
+// transaction's whole root, and with it the entries of every other table
+// as of then, and so on back through history.
 type tableEntry struct {
-	meta     *tableMeta
-	indexes  []tree // by value: a tree is a root pointer and a size
+	meta *tableMeta
+	// indexes are the index trees by position (see tableMeta): trees[:n]
+	// for a table of up to inlineTrees indexes, else an array of their own.
+	// A tree is a root pointer and a size, held by value.
+	indexes  []tree
 	revision Revision
-
-	initPending []*initializer // initializers not yet done
-	// initWatch is closed when initPending becomes empty; nil while no
-	// initializer was ever registered (the table is initialized).
-	initWatch chan struct{}
-
+	// init is nil while no initializer was ever registered (the table is
+	// initialized); committed, it is never changed (a WriteTxn that
+	// registers or finishes an initializer works on a copy).
+	init *tableInit
 	// wt is set on the working copy inside a WriteTxn: reads then see the
 	// transaction's uncommitted writes.
-	wt *txnTable
+	wt    *txnTable
+	trees [inlineTrees]tree
+}
+
+// inlineTrees is the number of index trees a table entry holds without an
+// array of its own: a primary index, one secondary index and the three
+// reserved ones. A commit of such a table allocates one entry and nothing
+// more for its state.
+const inlineTrees = 5
+
+// tableInit is the initialization state of a table: the initializers not
+// yet done, and the channel that closes when the last of them is.
+type tableInit struct {
+	pending []*initializer
+	watch   chan struct{}
 }
 
 // initializer is one registration of RWTable.RegisterInitializer. Pending
@@ -93,15 +112,32 @@ type tableEntry struct {
 // distinct.
 type initializer struct{ name string }
 
-func newTableEntry(m *tableMeta) tableEntry {
-	e := tableEntry{
-		meta:    m,
-		indexes: make([]tree, len(m.indexNames)),
-	}
+func newTableEntry(m *tableMeta) *tableEntry {
+	e := &tableEntry{meta: m}
+	e.setIndexes(make([]tree, len(m.indexNames)))
 	for i := range e.indexes {
 		e.indexes[i] = newTree()
 	}
 	return e
+}
+
+// setIndexes makes e's trees a copy of trees: inline when they fit, else
+// in a new array.
+func (e *tableEntry) setIndexes(trees []tree) {
+	if len(trees) <= inlineTrees {
+		e.indexes = e.trees[:len(trees)]
+		copy(e.indexes, trees)
+		return
+	}
+	e.indexes = slices.Clone(trees)
+}
+
+// committed returns a new committed entry holding e's state: its trees (in
+// an array of its own if they do not fit inline) and no WriteTxn.
+func (e *tableEntry) committed() *tableEntry {
+	c := &tableEntry{meta: e.meta, revision: e.revision, init: e.init}
+	c.setIndexes(e.indexes)
+	return c
 }
 
 // watchAll returns a channel that closes on any change to the table: the

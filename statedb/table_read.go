@@ -28,18 +28,18 @@ func (t *table[Obj]) Initialized(txn ReadTxn) (bool, <-chan struct{}) {
 	if e == nil {
 		return false, closedWatch()
 	}
-	if e.initWatch == nil {
+	if e.init == nil {
 		return true, closedWatch() // no initializer was ever registered
 	}
-	return len(e.initPending) == 0, e.initWatch
+	return len(e.init.pending) == 0, e.init.watch
 }
 
 // PendingInitializers returns the names of the initializers that are not
 // done yet.
 func (t *table[Obj]) PendingInitializers(txn ReadTxn) []string {
-	if e := txn.tableEntry(t); e != nil {
-		names := make([]string, len(e.initPending))
-		for i, ini := range e.initPending {
+	if e := txn.tableEntry(t); e != nil && e.init != nil {
+		names := make([]string, len(e.init.pending))
+		for i, ini := range e.init.pending {
 			names[i] = ini.name
 		}
 		return names
@@ -186,11 +186,18 @@ func (t *table[Obj]) prefix(txn ReadTxn, q Query[Obj], watch bool) (iter.Seq2[Ob
 }
 
 func (t *table[Obj]) LowerBound(txn ReadTxn, q Query[Obj]) iter.Seq2[Obj, Revision] {
-	seq, _ := t.LowerBoundWatch(txn, q)
+	seq, _ := t.lowerBound(txn, q, false)
 	return seq
 }
 
 func (t *table[Obj]) LowerBoundWatch(txn ReadTxn, q Query[Obj]) (iter.Seq2[Obj, Revision], <-chan struct{}) {
+	return t.lowerBound(txn, q, true)
+}
+
+// lowerBound is LowerBound and, with watch, LowerBoundWatch. A read
+// without watch asks for no channel: channels are made lazily, on the
+// first read that wants one, and a commit has one less to close.
+func (t *table[Obj]) lowerBound(txn ReadTxn, q Query[Obj], watch bool) (iter.Seq2[Obj, Revision], <-chan struct{}) {
 	pos := t.indexPos(q.index)
 	e, root := t.snapshotRoot(txn, pos)
 	key := q.key
@@ -200,9 +207,13 @@ func (t *table[Obj]) LowerBoundWatch(txn ReadTxn, q Query[Obj]) (iter.Seq2[Obj, 
 		// object is yielded once per key, like Prefix does.
 		key = escapeKey(nil, key)
 	}
+	var ch <-chan struct{}
+	if watch {
+		ch = e.watchAll()
+	}
 	return func(yield func(Obj, Revision) bool) {
 		root.LowerBound(key, func(_ []byte, o object) bool { return yield(o.data.(Obj), o.revision) })
-	}, e.watchAll()
+	}, ch
 }
 
 func (t *table[Obj]) Last(txn ReadTxn, q Query[Obj]) (obj Obj, rev Revision, found bool) {
@@ -240,11 +251,17 @@ func (t *table[Obj]) last(txn ReadTxn, q Query[Obj], watch bool) (obj Obj, rev R
 }
 
 func (t *table[Obj]) ReverseLowerBound(txn ReadTxn, q Query[Obj]) iter.Seq2[Obj, Revision] {
-	seq, _ := t.ReverseLowerBoundWatch(txn, q)
+	seq, _ := t.reverseLowerBound(txn, q, false)
 	return seq
 }
 
 func (t *table[Obj]) ReverseLowerBoundWatch(txn ReadTxn, q Query[Obj]) (iter.Seq2[Obj, Revision], <-chan struct{}) {
+	return t.reverseLowerBound(txn, q, true)
+}
+
+// reverseLowerBound is ReverseLowerBound and, with watch,
+// ReverseLowerBoundWatch.
+func (t *table[Obj]) reverseLowerBound(txn ReadTxn, q Query[Obj], watch bool) (iter.Seq2[Obj, Revision], <-chan struct{}) {
 	pos := t.indexPos(q.index)
 	e, root := t.snapshotRoot(txn, pos)
 	key := q.key
@@ -255,14 +272,18 @@ func (t *table[Obj]) ReverseLowerBoundWatch(txn ReadTxn, q Query[Obj]) (iter.Seq
 		// continues with 0x00 (escaped 0x00 0x01) is longer than it.
 		key = append(escapeKey(make([]byte, 0, len(key)+2), key), 0, 1)
 	}
+	var ch <-chan struct{}
+	if watch {
+		ch = e.watchAll()
+	}
 	return func(yield func(Obj, Revision) bool) {
 		root.ReverseLowerBound(key, func(_ []byte, o object) bool { return yield(o.data.(Obj), o.revision) })
-	}, e.watchAll()
+	}, ch
 }
 
 func (t *table[Obj]) All(txn ReadTxn) iter.Seq2[Obj, Revision] {
-	seq, _ := t.AllWatch(txn)
-	return seq
+	_, root := t.snapshotRoot(txn, 0)
+	return all[Obj](root)
 }
 
 func (t *table[Obj]) AllWatch(txn ReadTxn) (iter.Seq2[Obj, Revision], <-chan struct{}) {

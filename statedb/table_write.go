@@ -239,19 +239,19 @@ func (t *table[Obj]) RegisterInitializer(txn WriteTxn, name string) (done func(W
 	if err != nil {
 		panic(fmt.Sprintf("statedb: RegisterInitializer %q: %v; pass a WriteTxn that locks the table", name, err))
 	}
-	e := &tt.entry
-	if len(e.initPending) == 0 {
+	init := tt.ownInit()
+	if len(init.pending) == 0 {
 		if tt.initDone {
 			// The last initializer finished earlier in this transaction:
 			// its channel, which readers may hold, was never closed. Keep
 			// it, so that it closes when this initializer is done too.
 			tt.initDone = false
 		} else {
-			e.initWatch = make(chan struct{})
+			init.watch = make(chan struct{})
 		}
 	}
 	ini := &initializer{name: name}
-	e.initPending = append(e.initPending[:len(e.initPending):len(e.initPending)], ini)
+	init.pending = append(init.pending, ini)
 	tt.dirty = true
 	return func(txn WriteTxn) {
 		tt, err := txnTableOf(txn, t.tableMeta)
@@ -261,14 +261,17 @@ func (t *table[Obj]) RegisterInitializer(txn WriteTxn, name string) (done func(W
 		// Whether done was already called is read from the transaction's
 		// state, not remembered here: a done whose WriteTxn was aborted did
 		// not happen and must count when it is called again.
-		e := &tt.entry
-		i := slices.Index(e.initPending, ini)
+		if tt.entry.init == nil {
+			return
+		}
+		i := slices.Index(tt.entry.init.pending, ini)
 		if i < 0 {
 			return
 		}
-		e.initPending = append(e.initPending[:i:i], e.initPending[i+1:]...)
+		init := tt.ownInit()
+		init.pending = slices.Delete(init.pending, i, i+1)
 		tt.dirty = true
-		if len(e.initPending) == 0 {
+		if len(init.pending) == 0 {
 			tt.initDone = true
 		}
 	}

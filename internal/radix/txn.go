@@ -4,6 +4,11 @@ package radix
 // the trees it started from and the ones it committed stay readable by
 // anyone meanwhile.
 type Txn[T any] struct {
+	// root is nil while a Delete emptied the tree and nothing was written
+	// or read since: the empty root node is made only if someone needs it
+	// (see emptyRoot), so that a delete followed by an insert, the
+	// revision index's lot on every replace in a small table, allocates
+	// one node rather than two.
 	root  *Node[T]
 	size  int
 	id    uint64 // current generation: nodes carrying it are mutated in place
@@ -24,17 +29,38 @@ func (t *Txn[T]) TrackMutate(track bool) { t.track = track }
 // Root returns the root of the Txn's current, uncommitted tree. Reads
 // through it see the Txn's writes; it must not be used once the Txn writes
 // again.
-func (t *Txn[T]) Root() *Node[T] { return t.root }
+func (t *Txn[T]) Root() *Node[T] { return t.emptyRoot() }
+
+// emptyRoot returns t.root, first making an empty root node if a Delete
+// left none.
+func (t *Txn[T]) emptyRoot() *Node[T] {
+	if t.root == nil {
+		t.root = newNode[T](kind4, t.id)
+	}
+	return t.root
+}
 
 // Len returns the number of keys in the Txn's current tree.
 func (t *Txn[T]) Len() int { return t.size }
 
 // Get returns the value stored under k, including the Txn's own writes.
-func (t *Txn[T]) Get(k []byte) (T, bool) { return t.root.Get(k) }
+func (t *Txn[T]) Get(k []byte) (T, bool) {
+	if t.root == nil {
+		var zero T
+		return zero, false
+	}
+	return t.root.Get(k)
+}
 
 // Insert stores v under k and returns the previous value, if any. The Txn
 // keeps k, so the caller must not modify it afterwards.
 func (t *Txn[T]) Insert(k []byte, v T) (T, bool) {
+	if t.root == nil {
+		t.root = t.newLeaf(k, v)
+		t.size++
+		var zero T
+		return zero, false
+	}
 	root, old, had := t.insert(t.root, 0, k, v)
 	t.root = root
 	if !had {
@@ -45,14 +71,15 @@ func (t *Txn[T]) Insert(k []byte, v T) (T, bool) {
 
 // Delete removes k and returns its value, if it was present.
 func (t *Txn[T]) Delete(k []byte) (T, bool) {
+	if t.root == nil {
+		var zero T
+		return zero, false
+	}
 	root, old, had := t.delete(t.root, 0, k)
 	if !had {
 		return old, false
 	}
-	if root == nil {
-		root = newNode[T](kind4, t.id)
-	}
-	t.root = root
+	t.root = root // nil if now empty: see emptyRoot
 	t.size--
 	return old, true
 }
@@ -73,10 +100,11 @@ func (t *Txn[T]) Freeze() Tree[T] {
 	// Only the root's generation needs checking: a node of the current
 	// generation has only current-generation ancestors, so if the root is
 	// older, nothing in the tree can be mutated in place any more.
-	if t.root.txnID == t.id {
+	root := t.emptyRoot()
+	if root.txnID == t.id {
 		t.id = txnIDs.Add(1)
 	}
-	return Tree[T]{root: t.root, size: t.size}
+	return Tree[T]{root: root, size: t.size}
 }
 
 // Notify closes the watch channels of every node the committed writes
@@ -86,11 +114,28 @@ func (t *Txn[T]) Notify() {
 	if !t.track {
 		return
 	}
-	for i, n := range t.retired {
+	for _, n := range t.retired {
 		n.closeWatch()
-		t.retired[i] = nil
 	}
-	t.retired = t.retired[:0]
+	t.dropRetired()
+}
+
+// Discard drops what the Txn refers to (its tree and the nodes it would
+// notify), without notifying: for a Txn that is thrown away or kept for
+// reuse (see Tree.InitTxn).
+func (t *Txn[T]) Discard() {
+	t.root, t.size = nil, 0
+	t.dropRetired()
+}
+
+// dropRetired empties the list of retired nodes, leaving no reference to
+// them behind, also in the inline buffer after the list outgrew it.
+func (t *Txn[T]) dropRetired() {
+	clear(t.retired)
+	if cap(t.retired) != len(t.retiredBuf) {
+		clear(t.retiredBuf[:])
+	}
+	t.retired = t.retiredBuf[:0]
 }
 
 // Commit is CommitOnly followed by Notify.
