@@ -73,6 +73,7 @@ BENCH_HEADER = { \
 	echo "kernel: $$(uname -r)"; \
 	echo "benchtime: $(BENCHTIME)"; \
 	echo "count: $(BENCHCOUNT)"; \
+	echo "cilium-statedb: $$(cd benchmarks && $(GO) list -m -f '{{.Version}}' github.com/cilium/statedb)"; \
 	echo; }
 
 bench:

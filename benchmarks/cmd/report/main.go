@@ -102,8 +102,12 @@ func section(set *results.Set, plots string) string {
 		t.WriteMarkdown(&b)
 	}
 
-	if t, ok := results.PeerTable(set, results.PkgCilium, "cilium"); ok {
+	if t, ok := results.PeerTable(set, results.PkgCilium, results.CiliumLabel(set)); ok {
 		b.WriteString("### Against cilium/statedb\n\n")
+		t.WriteMarkdown(&b)
+	}
+	if t, ok := results.FloorTable(set); ok {
+		b.WriteString("### Against the floor\n\n")
 		t.WriteMarkdown(&b)
 	}
 
