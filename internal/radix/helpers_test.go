@@ -255,5 +255,20 @@ func checkShape(t testing.TB, n *Node[int], parent []byte, isRoot bool) int {
 	if seen != int(n.size) {
 		fail("size %d but %d children", n.size, seen)
 	}
+	if n.kind == kind256 {
+		for hi, ch := range &n.as256().chunks {
+			if ch == nil {
+				continue
+			}
+			if ch.children == [16]*Node[int]{} {
+				fail("empty chunk %d", hi)
+			}
+			// A chunk is made by the node's generation or shared from an
+			// earlier one, never newer.
+			if ch.txnID > n.txnID {
+				fail("chunk %d of generation %d in a node of generation %d", hi, ch.txnID, n.txnID)
+			}
+		}
+	}
 	return count
 }

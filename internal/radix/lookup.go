@@ -37,7 +37,9 @@ func (n *Node[T]) Get(k []byte) (T, bool) {
 				c = n48.children[i-1]
 			}
 		case kind256:
-			c = n.as256().children[b]
+			if ch := n.as256().chunks[b>>4]; ch != nil {
+				c = ch.children[b&15]
+			}
 		}
 		if c == nil {
 			break

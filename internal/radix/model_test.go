@@ -138,3 +138,39 @@ func TestEdgeKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestNode256SharesChunks: a write into a full node256 copies the one chunk
+// it changes and shares the other fifteen with the version it came from,
+// which stays as it was; a second write into the same chunk in the same
+// generation changes the copy in place.
+func TestNode256SharesChunks(t *testing.T) {
+	tree := New[int]()
+	txn := tree.Txn()
+	model := map[string]int{}
+	for b := range 256 {
+		txn.Insert([]byte{'x', byte(b)}, b)
+		model[string([]byte{'x', byte(b)})] = b
+	}
+	old := txn.Commit()
+	oldModel := maps.Clone(model)
+
+	txn = old.Txn()
+	txn.Insert([]byte{'x', 0x37}, -1)
+	txn.Insert([]byte{'x', 0x3a}, -2)
+	model["x\x37"], model["x\x3a"] = -1, -2
+	cur := txn.Commit()
+
+	o, c := old.Root(), cur.Root()
+	if o.kind != kind256 || c.kind != kind256 {
+		t.Fatalf("roots of kinds %d and %d, want node256", o.kind, c.kind)
+	}
+	for hi := range 16 {
+		shared := o.as256().chunks[hi] == c.as256().chunks[hi]
+		if shared != (hi != 3) {
+			t.Errorf("chunk %x shared: %v", hi, shared)
+		}
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	checkTree(t, old.Root(), old.Len(), oldModel, r)
+	checkTree(t, cur.Root(), cur.Len(), model, r)
+}

@@ -73,10 +73,55 @@ type node48[T any] struct {
 	children [48]*Node[T]
 }
 
-// node256 is indexed directly by label.
+// node256 holds its children in 16 chunks of 16, by the label's high and
+// low nibble. A chunk is an allocation of its own, shared by the versions
+// of the node until one of them changes a child in it: path copying a
+// node256 then copies its 16 chunk pointers and the one chunk it changes
+// (about 340 bytes) rather than 256 child pointers (2 KB), which is what a
+// write into a table of a few hundred objects or more mostly copied. A nil
+// chunk has no children.
 type node256[T any] struct {
 	Node[T]
-	children [256]*Node[T]
+	chunks [16]*chunk[T]
+}
+
+// chunk is 16 children of a node256. Like a node, it may be changed in place
+// only by the Txn generation that created it (txnID), and it is reachable
+// from nodes of that generation only until a later generation copies one
+// of them: copying a node256 shares its chunks, so a chunk of an earlier
+// generation is copied before it is changed.
+type chunk[T any] struct {
+	txnID    uint64
+	children [16]*Node[T]
+}
+
+// child256 returns the child of a node256 under label b, or nil.
+func (n *node256[T]) child256(b byte) *Node[T] {
+	if c := n.chunks[b>>4]; c != nil {
+		return c.children[b&15]
+	}
+	return nil
+}
+
+// setChild256 sets the child of a writable node256 under label b (nil
+// removes it), copying the chunk first if an earlier generation made it.
+func (n *node256[T]) setChild256(b byte, child *Node[T]) {
+	hi := b >> 4
+	c := n.chunks[hi]
+	switch {
+	case c == nil && child == nil:
+		return
+	case c == nil:
+		c = &chunk[T]{txnID: n.txnID}
+		n.chunks[hi] = c
+	case c.txnID != n.txnID:
+		c = &chunk[T]{txnID: n.txnID, children: c.children}
+		n.chunks[hi] = c
+	}
+	c.children[b&15] = child
+	if child == nil && c.children == [16]*Node[T]{} {
+		n.chunks[hi] = nil
+	}
 }
 
 // The casts below are valid because each node struct embeds Node as its
@@ -144,7 +189,7 @@ func (n *Node[T]) child(b byte) *Node[T] {
 			return n48.children[i-1]
 		}
 	case kind256:
-		return n.as256().children[b]
+		return n.as256().child256(b)
 	}
 	return nil
 }
@@ -173,13 +218,20 @@ func index16(keys *[16]byte, size int, b byte) int {
 // labels for node256.
 func (n *Node[T]) nextChild(pos int) (*Node[T], byte, int) {
 	if n.kind == kind256 {
-		children := &n.as256().children
-		for ; pos < 256; pos++ {
-			if c := children[pos]; c != nil {
-				return c, byte(pos), pos + 1
+		chunks := &n.as256().chunks
+		for pos < 256 {
+			c := chunks[pos>>4]
+			if c == nil {
+				pos = (pos | 15) + 1
+				continue
+			}
+			for end := (pos | 15) + 1; pos < end; pos++ {
+				if child := c.children[pos&15]; child != nil {
+					return child, byte(pos), pos + 1
+				}
 			}
 		}
-		return nil, 0, pos
+		return nil, 0, 256
 	}
 	if pos < int(n.size) {
 		keys, children := n.dense()
@@ -192,7 +244,7 @@ func (n *Node[T]) nextChild(pos int) (*Node[T], byte, int) {
 // label is exactly b.
 func (n *Node[T]) lowerBound(b byte) (int, bool) {
 	if n.kind == kind256 {
-		return int(b), n.as256().children[b] != nil
+		return int(b), n.as256().child256(b) != nil
 	}
 	keys, _ := n.dense()
 	for i := range int(n.size) {
@@ -215,12 +267,8 @@ func (n *Node[T]) maxChild() *Node[T] {
 		return nil
 	}
 	if n.kind == kind256 {
-		children := &n.as256().children
-		for i := 255; i >= 0; i-- {
-			if children[i] != nil {
-				return children[i]
-			}
-		}
+		c, _, _ := n.prevChild(256)
+		return c
 	}
 	_, children := n.dense()
 	return children[n.size-1]
@@ -229,7 +277,7 @@ func (n *Node[T]) maxChild() *Node[T] {
 // setChild replaces the existing child under label b. Writable nodes only.
 func (n *Node[T]) setChild(b byte, c *Node[T]) {
 	if n.kind == kind256 {
-		n.as256().children[b] = c
+		n.as256().setChild256(b, c)
 		return
 	}
 	keys, children := n.dense()
@@ -246,7 +294,7 @@ func (n *Node[T]) setChild(b byte, c *Node[T]) {
 // writable and have room.
 func (n *Node[T]) insertChild(b byte, c *Node[T]) {
 	if n.kind == kind256 {
-		n.as256().children[b] = c
+		n.as256().setChild256(b, c)
 		n.size++
 		return
 	}
@@ -268,7 +316,7 @@ func (n *Node[T]) insertChild(b byte, c *Node[T]) {
 // removeChild drops the child under label b. Writable nodes only.
 func (n *Node[T]) removeChild(b byte) {
 	if n.kind == kind256 {
-		n.as256().children[b] = nil
+		n.as256().setChild256(b, nil)
 		n.size--
 		return
 	}
@@ -320,8 +368,9 @@ func (n *Node[T]) clone(id uint64) *Node[T] {
 		dst.index, dst.keys, dst.children = src.index, src.keys, src.children
 		c = &dst.Node
 	default:
+		// The chunks are shared; setChild256 copies one before changing it.
 		src, dst := n.as256(), &node256[T]{}
-		dst.children = src.children
+		dst.chunks = src.chunks
 		c = &dst.Node
 	}
 	c.copyHeader(n, id)

@@ -85,9 +85,14 @@ func (n *Node[T]) walk(yield func([]byte, T) bool) bool {
 	switch n.kind {
 	case kindLeaf:
 	case kind256:
-		for _, c := range &n.as256().children {
-			if c != nil && !c.walkChild(yield) {
-				return false
+		for _, ch := range &n.as256().chunks {
+			if ch == nil {
+				continue
+			}
+			for _, c := range &ch.children {
+				if c != nil && !c.walkChild(yield) {
+					return false
+				}
 			}
 		}
 	default:

@@ -236,8 +236,8 @@ func TestCiliumTargets(t *testing.T) {
 		"vs cilium: Derive/load=light p99 latency (cilium/steadystate)":                   1.0,
 		"vs cilium-lean: Reconcile/objects=1000000 objects/sec (steadystate/cilium-lean)": 1.2,
 		"vs cilium-lean: Reconcile/objects=1000000 heap in use (cilium-lean/steadystate)": 1.2,
-		"vs cilium: WriteTxn/batch=1 B/op (steadystate/cilium)":                           1,
-		"vs cilium: WriteTxn/batch=1 allocs/op (steadystate/cilium)":                      1,
+		"vs cilium: WriteTxn/batch=1 B/op (cilium/steadystate)":                           1,
+		"vs cilium: WriteTxn/batch=1 allocs/op (cilium/steadystate)":                      1,
 	} {
 		if tg, ok := byName[name]; !ok || tg.Limit != limit {
 			t.Errorf("target %q: %+v", name, tg)
