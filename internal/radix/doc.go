@@ -16,14 +16,20 @@
 //   - Who may write: one goroutine per Txn. Any number of goroutines may read
 //     any committed Tree at the same time, including while a Txn derived from
 //     it is being written.
-//   - Ownership by generation: every node carries the id of the txn
-//     generation that created it. A Txn mutates a node in place only if the
-//     node carries its current id; any other node is copied first (path
-//     copying). CommitOnly draws a fresh id from a process-wide counter, so
-//     nodes made before a commit are never mutated after it, even when the Txn
-//     is used further.
+//   - Ownership by generation: every node with children carries the id of
+//     the txn generation that created it. A Txn mutates such a node in place
+//     only if the node carries its current id; any other node is copied
+//     first (path copying). CommitOnly draws a fresh id from a process-wide
+//     counter, so nodes made before a commit are never mutated after it,
+//     even when the Txn is used further. A leaf (a node without children)
+//     carries no id, which keeps it at 48 bytes for statedb's values: it is
+//     never mutated, a new value or child always replaces it.
 //   - A node created in the current generation has only current-generation
 //     ancestors, so an in-place change never needs to touch a parent.
+//   - A node256 keeps its children in 16 chunks of 16, each with the id of
+//     the generation that made it; copying a node256 shares its chunks, and
+//     a chunk of an earlier generation is copied before it is changed. So a
+//     write below a full node256 copies one chunk and 16 pointers, not 256.
 //   - Paths are absolute: a node stores path = the key bytes from the root to
 //     the end of the node's own segment (a sub-slice of some inserted key,
 //     never written to). A node holds a value iff its key equals its path, so
@@ -33,8 +39,8 @@
 //   - Shape: every node except the root has a value or at least two children.
 //     The root may have a path, a value, and any number of children.
 //   - Node kinds by fan-out: leaf (no children), 4, 16, 48 and 256 children,
-//     each one allocation with its arrays embedded; 4/16/48 keep their
-//     children sorted by label.
+//     each one allocation with its arrays embedded (a node256's chunks
+//     apart); 4/16/48 keep their children sorted by label.
 //
 // # Watch channels
 //

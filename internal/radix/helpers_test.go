@@ -265,8 +265,8 @@ func checkShape(t testing.TB, n *Node[int], parent []byte, isRoot bool) int {
 			}
 			// A chunk is made by the node's generation or shared from an
 			// earlier one, never newer.
-			if ch.txnID > n.txnID {
-				fail("chunk %d of generation %d in a node of generation %d", hi, ch.txnID, n.txnID)
+			if ch.txnID > n.owner() {
+				fail("chunk %d of generation %d in a node of generation %d", hi, ch.txnID, n.owner())
 			}
 		}
 	}

@@ -35,31 +35,41 @@ func (k kind) shrinkBelow() int {
 
 // Node is an immutable node of a Tree. The zero value is not usable; nodes
 // come from Tree.Root and Txn.Root.
+//
+// A childless node (kindLeaf) is the bare Node: 48 bytes with a 24-byte
+// value, the size class below the 64 it would take with a generation of
+// its own, so it has none and is never changed in place (see owner). Every
+// object in a statedb table is a leaf of two trees (its primary index and
+// the revision index), so this is 32 bytes per object.
 type Node[T any] struct {
 	// pathPtr and pathLen hold path(), the key from the root to the end of
-	// this node's segment, in 12 bytes instead of a slice's 24: it keeps a
-	// node header (with a 24-byte value) in the 64-byte size class.
+	// this node's segment, in 12 bytes instead of a slice's 24.
 	pathPtr *byte
 	pathLen uint32
+	size    uint16 // number of children
+	kind    kind
+	leaf    bool // val holds the value for key == path
 	// watch is the node's watch channel (a *hchan), nil until first asked
 	// for. Only accessed atomically; see watch.go.
 	watch unsafe.Pointer
-	// txnID is the Txn generation that created the node and may mutate it.
-	txnID uint64
-	size  uint16 // number of children
-	kind  kind
-	leaf  bool // val holds the value for key == path
 	val   T
 }
 
-type node4[T any] struct {
+// inner is the header of a node with children: the Node and the Txn
+// generation that created the node and may change it in place.
+type inner[T any] struct {
 	Node[T]
+	txnID uint64
+}
+
+type node4[T any] struct {
+	inner[T]
 	keys     [4]byte
 	children [4]*Node[T]
 }
 
 type node16[T any] struct {
-	Node[T]
+	inner[T]
 	keys     [16]byte
 	children [16]*Node[T]
 }
@@ -67,7 +77,7 @@ type node16[T any] struct {
 // node48 keeps its children sorted like node4/16 and adds index, which maps
 // a label to 1+position (0: absent) for a lookup without search.
 type node48[T any] struct {
-	Node[T]
+	inner[T]
 	index    [256]uint8
 	keys     [48]byte
 	children [48]*Node[T]
@@ -81,7 +91,7 @@ type node48[T any] struct {
 // write into a table of a few hundred objects or more mostly copied. A nil
 // chunk has no children.
 type node256[T any] struct {
-	Node[T]
+	inner[T]
 	chunks [16]*chunk[T]
 }
 
@@ -125,11 +135,26 @@ func (n *node256[T]) setChild256(b byte, child *Node[T]) {
 }
 
 // The casts below are valid because each node struct embeds Node as its
-// first field and kind records which struct was allocated.
+// first field (through inner for nodes with children) and kind records
+// which struct was allocated.
 func (n *Node[T]) as4() *node4[T]     { return (*node4[T])(unsafe.Pointer(n)) }
 func (n *Node[T]) as16() *node16[T]   { return (*node16[T])(unsafe.Pointer(n)) }
 func (n *Node[T]) as48() *node48[T]   { return (*node48[T])(unsafe.Pointer(n)) }
 func (n *Node[T]) as256() *node256[T] { return (*node256[T])(unsafe.Pointer(n)) }
+
+// owner returns the Txn generation that may change n in place: the one that
+// created it, for a node with children. A leaf belongs to no generation
+// (0, never a Txn's): it is never changed in place, a new value or a new
+// child replaces it.
+func (n *Node[T]) owner() uint64 {
+	if n.kind == kindLeaf {
+		return 0
+	}
+	return (*inner[T])(unsafe.Pointer(n)).txnID
+}
+
+// setOwner records id as the generation of n, which has children.
+func (n *Node[T]) setOwner(id uint64) { (*inner[T])(unsafe.Pointer(n)).txnID = id }
 
 // newNode allocates an empty node of kind k owned by generation id.
 func newNode[T any](k kind, id uint64) *Node[T] {
@@ -147,7 +172,9 @@ func newNode[T any](k kind, id uint64) *Node[T] {
 		n = &(&node256[T]{}).Node
 	}
 	n.kind = k
-	n.txnID = id
+	if k != kindLeaf {
+		n.setOwner(id)
+	}
 	return n
 }
 
@@ -347,9 +374,10 @@ func (n *Node[T]) reindex(from int) {
 	}
 }
 
-// clone returns a copy of n of the same kind owned by generation id, with
-// no watch channel. It reads n's fields one by one rather than copying the
-// struct because readers may be filling n.watch concurrently.
+// clone returns a copy of n of the same kind owned by generation id (a leaf:
+// by none), with no watch channel. It reads n's fields one by one rather
+// than copying the struct because readers may be filling n.watch
+// concurrently.
 func (n *Node[T]) clone(id uint64) *Node[T] {
 	var c *Node[T]
 	switch n.kind {
@@ -373,7 +401,10 @@ func (n *Node[T]) clone(id uint64) *Node[T] {
 		dst.chunks = src.chunks
 		c = &dst.Node
 	}
-	c.copyHeader(n, id)
+	c.copyHeader(n)
+	if c.kind != kindLeaf {
+		c.setOwner(id)
+	}
 	return c
 }
 
@@ -381,7 +412,7 @@ func (n *Node[T]) clone(id uint64) *Node[T] {
 // n's children, owned by generation id.
 func (n *Node[T]) convert(k kind, id uint64) *Node[T] {
 	c := newNode[T](k, id)
-	c.copyHeader(n, id)
+	c.copyHeader(n)
 	c.kind, c.size = k, 0
 	for child, label, pos := n.nextChild(0); child != nil; child, label, pos = n.nextChild(pos) {
 		c.insertChild(label, child)
@@ -389,10 +420,10 @@ func (n *Node[T]) convert(k kind, id uint64) *Node[T] {
 	return c
 }
 
-// copyHeader copies everything but the watch channel and the kind's arrays.
-func (n *Node[T]) copyHeader(src *Node[T], id uint64) {
+// copyHeader copies the Node but the watch channel; not the generation nor
+// the kind's arrays.
+func (n *Node[T]) copyHeader(src *Node[T]) {
 	n.pathPtr, n.pathLen = src.pathPtr, src.pathLen
-	n.txnID = id
 	n.size = src.size
 	n.kind = src.kind
 	n.leaf = src.leaf

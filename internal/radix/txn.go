@@ -101,7 +101,7 @@ func (t *Txn[T]) Freeze() Tree[T] {
 	// generation has only current-generation ancestors, so if the root is
 	// older, nothing in the tree can be mutated in place any more.
 	root := t.emptyRoot()
-	if root.txnID == t.id {
+	if root.owner() == t.id {
 		t.id = txnIDs.Add(1)
 	}
 	return Tree[T]{root: root, size: t.size}
@@ -147,17 +147,19 @@ func (t *Txn[T]) Commit() *Tree[T] {
 
 // retire records that n leaves the tree. Nodes of earlier generations may
 // have (or later get) watchers on old snapshots; nodes of the current one
-// only if somebody watched through Root before committing.
+// only if somebody watched through Root before committing. A leaf has no
+// generation, so a replaced leaf is always retired; one made by this Txn is
+// replaced again within it only when a key is written twice.
 func (t *Txn[T]) retire(n *Node[T]) {
-	if t.track && (n.txnID != t.id || n.hasWatch()) {
+	if t.track && (n.owner() != t.id || n.hasWatch()) {
 		t.retired = append(t.retired, n)
 	}
 }
 
 // writable returns n if the current generation owns it, else a copy of it
-// that replaces n.
+// that replaces n (always, for a leaf).
 func (t *Txn[T]) writable(n *Node[T]) *Node[T] {
-	if n.txnID == t.id {
+	if n.owner() == t.id {
 		return n
 	}
 	t.retire(n)
@@ -166,7 +168,7 @@ func (t *Txn[T]) writable(n *Node[T]) *Node[T] {
 
 // newLeaf returns a childless node holding v under key.
 func (t *Txn[T]) newLeaf(key []byte, v T) *Node[T] {
-	n := &Node[T]{txnID: t.id, kind: kindLeaf, leaf: true, val: v}
+	n := &Node[T]{kind: kindLeaf, leaf: true, val: v}
 	n.setPath(key)
 	return n
 }
