@@ -143,17 +143,6 @@ func TestRetainedPerTxn(t *testing.T) {
 	}
 }
 
-func TestReconcile(t *testing.T) {
-	const n = 2500 // not a multiple of reconcileBatch
-	for name, once := range map[string]reconcileOnce{implSteadystate: ssReconcileOnce, implCilium: ciReconcileOnce(false), implCiliumLean: ciReconcileOnce(true)} {
-		t.Run(name, func(t *testing.T) {
-			// once fails the test unless every object is Done.
-			if d, heap := once(t, n); d <= 0 || heap == 0 {
-				t.Fatalf("reconcileOnce = %v, %d", d, heap)
-			}
-		})
-	}
-}
 
 func TestSecondaryShapes(t *testing.T) {
 	bothSides(t, newSSTagged, newCiliumTagged, func(t *testing.T, s tagSide) {

@@ -28,8 +28,8 @@ BenchmarkInsert/objects=1000/impl=map-2        20000   40000 ns/op   40 ns/objec
 BenchmarkInsert/objects=1000000/impl=statedb-2     1 1500000000 ns/op 1500 ns/object 666666 objects/sec
 BenchmarkInsert/objects=1000000/impl=map-2         1  120000000 ns/op  120 ns/object 8333333 objects/sec
 BenchmarkInsert/objects=10000/impl=statedb-2     100 8000000 ns/op  800 ns/object  1250000 objects/sec
-BenchmarkReconcile/objects=10000-2   30  40000000 ns/op  4000 ns/object  250000 objects/sec  5.3 heap-MB  560 heap-B/object
-BenchmarkReconcile/objects=100000-2   3 300000000 ns/op  3000 ns/object  333333 objects/sec   45 heap-MB  470 heap-B/object
+BenchmarkReconcile/objects=10000/impl=steadystate-2   30  40000000 ns/op  4000 ns/object  250000 objects/sec  5.3 heap-MB  560 heap-B/object
+BenchmarkReconcile/objects=100000/impl=steadystate-2   3 300000000 ns/op  3000 ns/object  333333 objects/sec   45 heap-MB  470 heap-B/object
 `
 
 // svgDoc is the part of an SVG that the tests look at.
@@ -107,16 +107,16 @@ func TestRenderCharts(t *testing.T) {
 		t.Errorf("y of 600, 800, 1500 ns = %v: not increasing upwards", pts)
 	}
 	text := strings.Join(ins.Texts, "|")
-	for _, want := range []string{"insert: cost per object", "1k", "1M", "statedb", "map", "ns/object (log scale)"} {
+	for _, want := range []string{"insert: cost per object", "1k", "1M", "steadystate", "map", "ns/object (log scale)"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("insert chart lacks text %q: %s", want, text)
 		}
 	}
-	if got := ins.Circles[0].Title; got != "statedb at 1k: 600 ns/object" {
+	if got := ins.Circles[0].Title; got != "steadystate at 1k: 600 ns/object" {
 		t.Errorf("tooltip = %q", got)
 	}
 	heap := render(t, files["reconcile-heap.svg"])
-	if len(heap.Polylines) != 1 || !strings.Contains(strings.Join(heap.Texts, "|"), "reconciler") {
+	if len(heap.Polylines) != 1 || !strings.Contains(strings.Join(heap.Texts, "|"), "steadystate") {
 		t.Errorf("reconcile-heap: %+v", heap)
 	}
 }

@@ -33,8 +33,8 @@ BenchmarkLookup/impl=statedb-2   1934   50000 ns/op   20000000 objects/sec   0 B
 BenchmarkLookup/impl=memdb-2      954  500000 ns/op    2000000 objects/sec   78080 B/op   3746 allocs/op
 BenchmarkLookup/impl=iradix-2    2646   40000 ns/op   25000000 objects/sec   0 B/op   0 allocs/op
 pkg: github.com/steadystate/steadystate/benchmarks/scaling
-BenchmarkReconcile/objects=10000-2   30   40000000 ns/op   3000 ns/object   333333 objects/sec   5.3 heap-MB   560 heap-B/object
-BenchmarkReconcile/objects=1000000-2   1   3000000000 ns/op   3100 ns/object   322580 objects/sec   250 heap-MB   262 heap-B/object
+BenchmarkReconcile/objects=10000/impl=steadystate-2   30   40000000 ns/op   3000 ns/object   333333 objects/sec   5.3 heap-MB   560 heap-B/object
+BenchmarkReconcile/objects=1000000/impl=steadystate-2   1   3000000000 ns/op   3100 ns/object   322580 objects/sec   250 heap-MB   262 heap-B/object
 pkg: github.com/steadystate/steadystate/examples/routes
 BenchmarkApply/impl=reconciler-2   6   200000000 ns/op   0.2 sec/10k   50000 objects/sec
 BenchmarkApply/impl=ip-batch-2     8   150000000 ns/op   0.15 sec/10k   66666 objects/sec

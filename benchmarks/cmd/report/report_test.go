@@ -80,7 +80,7 @@ func TestRun(t *testing.T) {
 		"| CPU | Intel(R) Xeon(R) Processor @ 2.50GHz |", "| what | value |",
 		fmt.Sprintf("**5 of %d headline targets met.**", len(results.Targets)),
 		"| statedb lookup vs go-memdb (objects/sec) | >= 3.00x | 10.00x: statedb 20.00M vs memdb 2.00M objects/sec | met |",
-		"| statedb | 600 | 800 |",
+		"| steadystate | 600 | 800 |",
 		"![insert: cost per object](benchmarks/plots/insert.svg)",
 		"| BenchmarkLookup | statedb | 10.00x |",
 		"### Against cilium/statedb",

@@ -43,21 +43,35 @@ func (c Chart) Sizes() []float64 {
 // chartSpec says which benchmark of benchmarks/scaling a chart shows.
 type chartSpec struct {
 	file, bench, metric, title, note string
-	// line names a result without an impl element.
-	line string
 }
 
 var chartSpecs = []chartSpec{
 	{"insert.svg", "BenchmarkInsert", "ns/object", "insert: cost per object",
-		"N objects in key order into an empty table, committed in transactions of 1000", ""},
+		"N objects in key order into an empty table, committed in transactions of 1000"},
 	{"lookup.svg", "BenchmarkLookup", "ns/object", "lookup: cost per object",
-		"get each of N objects by primary key, in random order, from one snapshot", ""},
+		"get each of N objects by primary key, in random order, from one snapshot"},
 	{"changefeed.svg", "BenchmarkChangeFeed", "ns/object", "change feed: cost per object",
-		"read the N changes of a round that replaced all N objects", ""},
+		"read the N changes of a round that replaced all N objects"},
 	{"reconcile.svg", "BenchmarkReconcile", "ns/object", "reconciler: cost per object",
-		"insert N objects in batches of 1000 and wait until a no-op target has all of them Done", "reconciler"},
+		"insert N objects in batches of 1000 and wait until a no-op target has all of them Done"},
 	{"reconcile-heap.svg", "BenchmarkReconcile", "heap-B/object", "reconciler: heap in use per object",
-		"runtime.MemStats.HeapInuse after GC, table alive, divided by N", "reconciler"},
+		"runtime.MemStats.HeapInuse after GC, table alive, divided by N"},
+}
+
+// LineName is how a chart or table names an implementation: steadystate's
+// as "steadystate" (its statedb is impl=statedb where peers are databases),
+// cilium's as "cilium/statedb" and the version the run records, its lean
+// reconciler with " (lean)" after that, others by their impl.
+func LineName(s *Set, impl string) string {
+	switch impl {
+	case "", "statedb", "steadystate":
+		return "steadystate"
+	case "cilium":
+		return CiliumLabel(s)
+	case "cilium-lean":
+		return CiliumLabel(s) + " (lean)"
+	}
+	return impl
 }
 
 // Charts returns the scaling charts for which s holds results, each line's
@@ -75,7 +89,7 @@ func Charts(s *Set) []Chart {
 			if !ok {
 				continue
 			}
-			name := cmp.Or(r.Impl, spec.line, "steadystate")
+			name := LineName(s, r.Impl)
 			i := slices.IndexFunc(c.Lines, func(l Line) bool { return l.Name == name })
 			if i < 0 {
 				c.Lines = append(c.Lines, Line{Name: name})

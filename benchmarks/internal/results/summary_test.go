@@ -43,11 +43,13 @@ func TestWriteMarkdown(t *testing.T) {
 }
 
 // scalingSample is go test output of benchmarks/scaling, shortened.
-const scalingSample = `pkg: github.com/steadystate/steadystate/benchmarks/scaling
+const scalingSample = `cilium-statedb: v0.9.4
+pkg: github.com/steadystate/steadystate/benchmarks/scaling
 BenchmarkInsert/objects=1000/impl=statedb-2     1000  600000 ns/op  600 ns/object  1666666 objects/sec
 BenchmarkInsert/objects=1000/impl=memdb-2       1000  900000 ns/op  900 ns/object  1111111 objects/sec
 BenchmarkInsert/objects=10000/impl=statedb-2     100 8000000 ns/op  800 ns/object  1250000 objects/sec
-BenchmarkReconcile/objects=10000-2   30  40000000 ns/op  4000 ns/object  250000 objects/sec  5.3 heap-MB  560 heap-B/object
+BenchmarkReconcile/objects=10000/impl=steadystate-2   30  40000000 ns/op  4000 ns/object  250000 objects/sec  5.3 heap-MB  560 heap-B/object
+BenchmarkReconcile/objects=10000/impl=cilium-lean-2   30  40000000 ns/op  5000 ns/object  200000 objects/sec  6.3 heap-MB  660 heap-B/object
 BenchmarkPropagation/load=heavy-2   100  4000000 ns/op  3000 p50-us  20000 p90-us  90000 p99-us  250 objects/sec  400000 load-objects/sec
 `
 
@@ -60,11 +62,11 @@ func TestSummaryTables(t *testing.T) {
 	if len(charts) != 3 || charts[0].File != "insert.svg" || len(charts[0].Lines) != 2 {
 		t.Fatalf("Charts = %+v", charts)
 	}
-	if got := charts[0].Lines[0]; got.Name != "statedb" || len(got.Points) != 2 || got.Points[1] != (Point{10000, 800}) {
-		t.Errorf("statedb insert line = %+v", got)
+	if got := charts[0].Lines[0]; got.Name != "steadystate" || len(got.Points) != 2 || got.Points[1] != (Point{10000, 800}) {
+		t.Errorf("steadystate insert line = %+v", got)
 	}
-	if got := charts[1].Lines[0].Name; got != "reconciler" {
-		t.Errorf("reconcile line name = %q", got)
+	if got := charts[1].Lines; len(got) != 2 || got[0].Name != "steadystate" || got[1].Name != "cilium/statedb v0.9.4 (lean)" {
+		t.Errorf("reconcile lines = %+v", got)
 	}
 
 	var text bytes.Buffer

@@ -113,18 +113,18 @@ var projectTargets = []Target{
 	},
 	{
 		Name:    "reconciler 1M objects throughput",
-		Subject: Ref{PkgScaling, "BenchmarkReconcile/objects=1000000", ""},
+		Subject: Ref{PkgScaling, "BenchmarkReconcile/objects=1000000", "steadystate"},
 		Metrics: []string{"objects/sec"}, Limit: 300_000, Unit: " objects/sec",
 	},
 	{
 		Name:    "reconciler 1M objects heap in use",
-		Subject: Ref{PkgScaling, "BenchmarkReconcile/objects=1000000", ""},
+		Subject: Ref{PkgScaling, "BenchmarkReconcile/objects=1000000", "steadystate"},
 		Metrics: []string{"heap-MB"}, AtMost: true, Limit: 300, Unit: " MB",
 	},
 	{
 		Name:     "reconciler cost per object at 1M vs at 10k",
-		Subject:  Ref{PkgScaling, "BenchmarkReconcile/objects=1000000", ""},
-		Baseline: &Ref{PkgScaling, "BenchmarkReconcile/objects=10000", ""},
+		Subject:  Ref{PkgScaling, "BenchmarkReconcile/objects=1000000", "steadystate"},
+		Baseline: &Ref{PkgScaling, "BenchmarkReconcile/objects=10000", "steadystate"},
 		Metrics:  []string{"ns/object"}, AtMost: true, Limit: 1.5, Unit: "x",
 	},
 	{
@@ -362,8 +362,9 @@ func evaluate(s *Set, t Target) Outcome {
 			if n > 1 {
 				spread = fmt.Sprintf(" (%d rounds, %.2f-%.2f)", n, lo, hi)
 			}
+			sl, bl := t.labels()
 			o.Figures = fmt.Sprintf("%s%s%s: %s %s vs %s %s %s", t.format(o.Value), t.Unit, spread,
-				t.Subject.label(), Format(sv), t.Baseline.label(), Format(bv), unit)
+				sl, Format(sv), bl, Format(bv), unit)
 		}
 		o.Status = Missed
 		if (t.AtMost && o.Value <= t.Limit) || (!t.AtMost && o.Value >= t.Limit) {
@@ -386,11 +387,11 @@ func (r Ref) String() string {
 	return s
 }
 
-// label names r within its target: its impl, or the last element of its
-// group when the subject and baseline differ by group.
-func (r Ref) label() string {
-	if r.Impl != "" {
-		return r.Impl
+// labels name the subject and baseline of t within it: their impls, or the
+// last elements of their groups when they differ by group only.
+func (t Target) labels() (subject, baseline string) {
+	if t.Subject.Impl == t.Baseline.Impl {
+		return lastElem(t.Subject.Group), lastElem(t.Baseline.Group)
 	}
-	return lastElem(r.Group)
+	return t.Subject.Impl, t.Baseline.Impl
 }
