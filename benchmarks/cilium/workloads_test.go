@@ -143,7 +143,6 @@ func TestRetainedPerTxn(t *testing.T) {
 	}
 }
 
-
 func TestSecondaryShapes(t *testing.T) {
 	bothSides(t, newSSTagged, newCiliumTagged, func(t *testing.T, s tagSide) {
 		s.insert(ids(100))

@@ -42,7 +42,6 @@ func TestChangeFeed(t *testing.T) {
 	}
 }
 
-
 func TestPropagation(t *testing.T) {
 	for _, heavy := range []bool{false, true} {
 		p := newPipeline(t, heavy)
