@@ -310,10 +310,14 @@ func all[Obj any](root *treeNode) iter.Seq2[Obj, Revision] {
 //	secondary keys starting k:  prefix escape(k)
 //	secondary keys >= k:        lower bound escape(k)
 func encodeNonUnique(secondary, primary index.Key) []byte {
-	k := make([]byte, 0, len(secondary)+len(primary)+4)
-	k = escapeKey(k, secondary)
-	k = append(k, 0, 0)
-	return append(k, primary...)
+	return appendNonUnique(make([]byte, 0, len(secondary)+len(primary)+4), secondary, primary)
+}
+
+// appendNonUnique appends the tree key of encodeNonUnique to dst.
+func appendNonUnique(dst []byte, secondary, primary index.Key) []byte {
+	dst = escapeKey(dst, secondary)
+	dst = append(dst, 0, 0)
+	return append(dst, primary...)
 }
 
 // escapeKey appends key to dst with every 0x00 written as 0x00 0x01.

@@ -94,14 +94,14 @@ func (t *table[Obj]) write(tt *txnTable, pk index.Key, obj Obj, op string) (old 
 
 	revTxn := tt.txn(t.revisionIndex())
 	if hadOld {
-		revTxn.Delete(index.Uint64(oldObj.revision))
+		revTxn.Delete(tt.revKey(oldObj.revision))
 	}
 	revTxn.Insert(index.Uint64(rev), newObj)
 
 	// A re-inserted object is alive again: it leaves the graveyard.
 	if g := tt.entry.indexes[t.graveyardIndex()]; g.Len() > 0 || tt.txns[t.graveyardIndex()] != nil {
 		if dead, ok := tt.txn(t.graveyardIndex()).Delete(pk); ok {
-			tt.txn(t.graveyardRevisionIndex()).Delete(index.Uint64(dead.revision))
+			tt.txn(t.graveyardRevisionIndex()).Delete(tt.revKey(dead.revision))
 		}
 	}
 
@@ -113,12 +113,18 @@ func (t *table[Obj]) write(tt *txnTable, pk index.Key, obj Obj, op string) (old 
 			oldKeys := idx.fromObject(old)
 			oldKeys.Foreach(func(k index.Key) {
 				if !hasKey(newKeys, k) {
-					itxn.Delete(t.secondaryTreeKey(pos, k, pk))
+					itxn.Delete(t.secondaryTreeKey(tt, pos, k, pk))
 				}
 			})
 		}
 		newKeys.Foreach(func(k index.Key) {
-			itxn.Insert(t.secondaryTreeKey(pos, k, pk), newObj)
+			if t.plain[pos] {
+				itxn.Insert(k, newObj)
+			} else {
+				// Built in the transaction's scratch buffer: the tree
+				// copies it only if the entry is new.
+				itxn.InsertCopy(t.secondaryTreeKey(tt, pos, k, pk), newObj)
+			}
 		})
 	}
 	return old, hadOld, nil
@@ -161,12 +167,16 @@ func (t *table[Obj]) checkUnique(tt *txnTable, obj Obj, pk index.Key) error {
 	return nil
 }
 
-// secondaryTreeKey returns the tree key of an object in secondary index pos.
-func (t *table[Obj]) secondaryTreeKey(pos int, k, pk index.Key) []byte {
+// secondaryTreeKey returns the tree key of an object in secondary index pos:
+// k itself, or for a non-unique (or LPM) index the encoding of k and the
+// primary key pk, built in tt's scratch buffer, so valid only until the
+// next call (for a lookup, a delete or InsertCopy).
+func (t *table[Obj]) secondaryTreeKey(tt *txnTable, pos int, k, pk index.Key) []byte {
 	if t.plain[pos] {
 		return k
 	}
-	return encodeNonUnique(k, pk)
+	tt.scratch = appendNonUnique(tt.scratch[:0], k, pk)
+	return tt.scratch
 }
 
 func hasKey(ks index.KeySet, k index.Key) bool {
@@ -203,13 +213,13 @@ func (t *table[Obj]) removeIndexed(tt *txnTable, pk index.Key, oldObj object) {
 	rev := tt.entry.revision + 1
 	tt.entry.revision = rev
 	tt.dirty, tt.changed = true, true
-	tt.txn(t.revisionIndex()).Delete(index.Uint64(oldObj.revision))
+	tt.txn(t.revisionIndex()).Delete(tt.revKey(oldObj.revision))
 	old := oldObj.data.(Obj)
 	for i, idx := range t.secondary {
 		pos := i + 1
 		itxn := tt.txn(pos)
 		idx.fromObject(old).Foreach(func(k index.Key) {
-			itxn.Delete(t.secondaryTreeKey(pos, k, pk))
+			itxn.Delete(t.secondaryTreeKey(tt, pos, k, pk))
 		})
 	}
 	if t.trackers.count.Load() > 0 {

@@ -1,6 +1,7 @@
 package statedb
 
 import (
+	"encoding/binary"
 	"fmt"
 	"runtime"
 	"slices"
@@ -51,6 +52,12 @@ type txnTable struct {
 	initDone bool
 	// initOwned is set once entry.init is this transaction's own copy.
 	initOwned bool
+
+	// scratch and revBuf hold tree keys for lookups and deletes, and for
+	// inserts that copy what they keep (radix.Txn.InsertCopy), so that
+	// replacing an object whose keys stay allocates none for them.
+	scratch []byte
+	revBuf  [8]byte
 
 	bigIndexes []tree // the working trees of a table of many indexes
 	txnsBuf    [inlineIndexes]*treeTxn
@@ -147,6 +154,13 @@ func (tt *txnTable) clear() {
 	tt.txns = nil
 	tt.published = nil
 	tt.dirty, tt.changed, tt.initDone, tt.initOwned = false, false, false, false
+}
+
+// revKey returns the revision index key of rev in tt's buffer, valid until
+// the next call.
+func (tt *txnTable) revKey(rev Revision) []byte {
+	binary.BigEndian.PutUint64(tt.revBuf[:], rev)
+	return tt.revBuf[:]
 }
 
 // txn returns the open tree transaction of index i, creating it on first use.

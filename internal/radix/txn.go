@@ -13,6 +13,8 @@ type Txn[T any] struct {
 	size  int
 	id    uint64 // current generation: nodes carrying it are mutated in place
 	track bool
+	// copyKey is set during InsertCopy: a key the tree keeps is copied.
+	copyKey bool
 
 	// retired holds the nodes this Txn took out of the tree whose watch
 	// channels Notify must close. A node of an earlier generation is copied
@@ -53,7 +55,8 @@ func (t *Txn[T]) Get(k []byte) (T, bool) {
 }
 
 // Insert stores v under k and returns the previous value, if any. The Txn
-// keeps k, so the caller must not modify it afterwards.
+// keeps k if k was not in the tree (a key already there keeps the bytes it
+// was stored with), so the caller must not modify it afterwards.
 func (t *Txn[T]) Insert(k []byte, v T) (T, bool) {
 	if t.root == nil {
 		t.root = t.newLeaf(k, v)
@@ -69,7 +72,28 @@ func (t *Txn[T]) Insert(k []byte, v T) (T, bool) {
 	return old, had
 }
 
-// Delete removes k and returns its value, if it was present.
+// InsertCopy is Insert for a key the caller reuses (a scratch buffer): if
+// k is not in the tree, the tree keeps a copy of it; if it is, nothing of k
+// is kept and nothing is allocated for it.
+func (t *Txn[T]) InsertCopy(k []byte, v T) (T, bool) {
+	t.copyKey = true
+	old, had := t.Insert(k, v)
+	t.copyKey = false
+	return old, had
+}
+
+// keep returns key for the tree to keep: key itself, or during InsertCopy
+// a copy of it. Each insert keeps its key at most once (as a new leaf's
+// path or a split node's).
+func (t *Txn[T]) keep(key []byte) []byte {
+	if t.copyKey {
+		return append([]byte(nil), key...)
+	}
+	return key
+}
+
+// Delete removes k and returns its value, if it was present. The Txn does
+// not keep k.
 func (t *Txn[T]) Delete(k []byte) (T, bool) {
 	if t.root == nil {
 		var zero T
@@ -166,10 +190,11 @@ func (t *Txn[T]) writable(n *Node[T]) *Node[T] {
 	return n.clone(t.id)
 }
 
-// newLeaf returns a childless node holding v under key.
+// newLeaf returns a childless node holding v under key, which the tree
+// keeps (see keep).
 func (t *Txn[T]) newLeaf(key []byte, v T) *Node[T] {
 	n := &Node[T]{kind: kindLeaf, leaf: true, val: v}
-	n.setPath(key)
+	n.setPath(t.keep(key))
 	return n
 }
 
@@ -192,9 +217,10 @@ func (t *Txn[T]) insert(n *Node[T], d int, key []byte, v T) (*Node[T], T, bool) 
 		return t.split(n, c, key, v), zero, false
 	}
 	if c == len(key) {
+		// n's path is the key: its bytes stay as they are (a copy of a
+		// leaf keeps them too), so the tree keeps nothing of key.
 		w := t.writable(n)
 		old, had := w.val, w.leaf
-		w.setPath(key)
 		w.val, w.leaf = v, true
 		return w, old, had
 	}
@@ -224,7 +250,7 @@ func (t *Txn[T]) split(n *Node[T], c int, key []byte, v T) *Node[T] {
 	s.setPath(np[:c])
 	s.insertChild(np[c], moved)
 	if c == len(key) {
-		s.setPath(key)
+		s.setPath(t.keep(key))
 		s.val, s.leaf = v, true
 	} else {
 		s.insertChild(key[c], t.newLeaf(key, v))
