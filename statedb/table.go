@@ -155,6 +155,9 @@ func (e *tableEntry) watchAll() <-chan struct{} {
 // see snapshot.
 func (e *tableEntry) root(i int) *treeNode {
 	if e.wt != nil {
+		if i == e.meta.revisionIndex() {
+			e.wt.revFlush()
+		}
 		if t := e.wt.txns[i]; t != nil {
 			return t.Root()
 		}
@@ -171,6 +174,9 @@ func (e *tableEntry) root(i int) *treeNode {
 // the package doc for channels taken through a WriteTxn.
 func (e *tableEntry) snapshot(i int) *treeNode {
 	if e.wt != nil {
+		if i == e.meta.revisionIndex() {
+			e.wt.revFlush()
+		}
 		if t := e.wt.txns[i]; t != nil {
 			e.indexes[i] = t.Freeze()
 		}

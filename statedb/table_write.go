@@ -92,11 +92,10 @@ func (t *table[Obj]) write(tt *txnTable, pk index.Key, obj Obj, op string) (old 
 		}
 	}
 
-	revTxn := tt.txn(t.revisionIndex())
 	if hadOld {
-		revTxn.Delete(tt.revKey(oldObj.revision))
+		tt.revRemove(oldObj.revision)
 	}
-	revTxn.Insert(index.Uint64(rev), newObj)
+	tt.revAdd(newObj)
 
 	// A re-inserted object is alive again: it leaves the graveyard.
 	if g := tt.entry.indexes[t.graveyardIndex()]; g.Len() > 0 || tt.txns[t.graveyardIndex()] != nil {
@@ -213,7 +212,7 @@ func (t *table[Obj]) removeIndexed(tt *txnTable, pk index.Key, oldObj object) {
 	rev := tt.entry.revision + 1
 	tt.entry.revision = rev
 	tt.dirty, tt.changed = true, true
-	tt.txn(t.revisionIndex()).Delete(tt.revKey(oldObj.revision))
+	tt.revRemove(oldObj.revision)
 	old := oldObj.data.(Obj)
 	for i, idx := range t.secondary {
 		pos := i + 1

@@ -23,6 +23,7 @@ const (
 	inlineIndexes = 8 // primary, 4 secondary and the 3 reserved indexes
 	inlineTxns    = 5 // tree transactions: e.g. primary, 1 secondary, the reserved 3
 	guardTables   = 4 // tables a guard holds without a separate slice
+
 )
 
 // txnState is the pooled, working part of a WriteTxn.
@@ -52,6 +53,12 @@ type txnTable struct {
 	initDone bool
 	// initOwned is set once entry.init is this transaction's own copy.
 	initOwned bool
+
+	// revPending are the revision index's additions not yet in its tree,
+	// in revision order, all above revFlushed (see revision_index.go).
+	revPending []object
+	revRemoved []Revision
+	revFlushed Revision
 
 	// scratch and revBuf hold tree keys for lookups and deletes, and for
 	// inserts that copy what they keep (radix.Txn.InsertCopy), so that
@@ -118,6 +125,7 @@ func (s *txnState) table(m *tableMeta) *txnTable {
 func (tt *txnTable) start(c *tableEntry) {
 	e := &tt.entry
 	e.meta, e.revision, e.init, e.wt = c.meta, c.revision, c.init, tt
+	tt.revFlushed = c.revision
 	n := len(c.indexes)
 	if n <= inlineTrees {
 		e.indexes = e.trees[:n]
@@ -151,6 +159,9 @@ func (tt *txnTable) clear() {
 		clear(tt.bigIndexes)
 	}
 	e.meta, e.indexes, e.init, e.wt = nil, nil, nil, nil
+	clear(tt.revPending)
+	tt.revPending, tt.revRemoved = tt.revPending[:0], tt.revRemoved[:0]
+
 	tt.txns = nil
 	tt.published = nil
 	tt.dirty, tt.changed, tt.initDone, tt.initOwned = false, false, false, false
@@ -211,6 +222,7 @@ func (s *txnState) freeze() []chan struct{} {
 		// (see collectGraveyardNow). It returns at once when the graveyard
 		// is empty.
 		tt.collectGraveyard()
+		tt.revFlush()
 		e.wt = nil
 		if !tt.dirty {
 			continue

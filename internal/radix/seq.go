@@ -77,7 +77,8 @@ func (n *Node[T]) seekPrefix(prefix []byte) (found, last *Node[T]) {
 
 // walk yields every key of the subtree in order; false means yield asked
 // to stop. Childless children are yielded here rather than recursed into,
-// which saves a call per key.
+// which saves a call per key (the check is written out in each loop: a
+// helper for it would not be inlined into this recursive function).
 func (n *Node[T]) walk(yield func([]byte, T) bool) bool {
 	if n.leaf && !yield(n.path(), n.val) {
 		return false
@@ -90,7 +91,14 @@ func (n *Node[T]) walk(yield func([]byte, T) bool) bool {
 				continue
 			}
 			for _, c := range &ch.children {
-				if c != nil && !c.walkChild(yield) {
+				if c == nil {
+					continue
+				}
+				if c.kind == kindLeaf {
+					if !yield(c.path(), c.val) {
+						return false
+					}
+				} else if !c.walk(yield) {
 					return false
 				}
 			}
@@ -98,20 +106,16 @@ func (n *Node[T]) walk(yield func([]byte, T) bool) bool {
 	default:
 		_, children := n.dense()
 		for _, c := range children[:n.size] {
-			if !c.walkChild(yield) {
+			if c.kind == kindLeaf {
+				if !yield(c.path(), c.val) {
+					return false
+				}
+			} else if !c.walk(yield) {
 				return false
 			}
 		}
 	}
 	return true
-}
-
-// walkChild is walk for a child, with childless nodes handled inline.
-func (n *Node[T]) walkChild(yield func([]byte, T) bool) bool {
-	if n.kind == kindLeaf {
-		return yield(n.path(), n.val)
-	}
-	return n.walk(yield)
 }
 
 // lowerBoundWalk yields the keys >= key of the subtree of n, whose path is
