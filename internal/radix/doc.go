@@ -26,9 +26,9 @@
 //     never mutated, a new value or child always replaces it.
 //   - A node created in the current generation has only current-generation
 //     ancestors, so an in-place change never needs to touch a parent.
-//   - A node256 keeps its children in 16 chunks of 16, each with the id of
-//     the generation that made it; copying a node256 shares its chunks, and
-//     a chunk of an earlier generation is copied before it is changed. So a
+//   - A node256 keeps its children in 16 chunks of 16 and marks those it
+//     made itself; copying a node256 shares its chunks and marks none, and a
+//     chunk the node did not make is copied before it is changed. So a
 //     write below a full node256 copies one chunk and 16 pointers, not 256.
 //   - Paths are absolute: a node stores path = the key bytes from the root to
 //     the end of the node's own segment (a sub-slice of some inserted key,

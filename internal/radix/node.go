@@ -93,15 +93,17 @@ type node48[T any] struct {
 type node256[T any] struct {
 	inner[T]
 	chunks [16]*chunk[T]
+	// owned has bit i set when chunks[i] was made by this node, in its
+	// generation: only such a chunk may be changed in place. A copy of the
+	// node shares the chunks and owns none of them, so a chunk is copied
+	// before it is changed by any node but the one that made it. (A
+	// generation in the chunk, as nodes have, would make it 136 bytes,
+	// which the allocator rounds to 144; without it a chunk is 128.)
+	owned uint16
 }
 
-// chunk is 16 children of a node256. Like a node, it may be changed in place
-// only by the Txn generation that created it (txnID), and it is reachable
-// from nodes of that generation only until a later generation copies one
-// of them: copying a node256 shares its chunks, so a chunk of an earlier
-// generation is copied before it is changed.
+// chunk is 16 children of a node256.
 type chunk[T any] struct {
-	txnID    uint64
 	children [16]*Node[T]
 }
 
@@ -122,11 +124,13 @@ func (n *node256[T]) setChild256(b byte, child *Node[T]) {
 	case c == nil && child == nil:
 		return
 	case c == nil:
-		c = &chunk[T]{txnID: n.txnID}
+		c = &chunk[T]{}
 		n.chunks[hi] = c
-	case c.txnID != n.txnID:
-		c = &chunk[T]{txnID: n.txnID, children: c.children}
+		n.owned |= 1 << hi
+	case n.owned&(1<<hi) == 0:
+		c = &chunk[T]{children: c.children}
 		n.chunks[hi] = c
+		n.owned |= 1 << hi
 	}
 	c.children[b&15] = child
 	if child == nil && c.children == [16]*Node[T]{} {
@@ -396,7 +400,8 @@ func (n *Node[T]) clone(id uint64) *Node[T] {
 		dst.index, dst.keys, dst.children = src.index, src.keys, src.children
 		c = &dst.Node
 	default:
-		// The chunks are shared; setChild256 copies one before changing it.
+		// The chunks are shared (owned by none); setChild256 copies one
+		// before changing it.
 		src, dst := n.as256(), &node256[T]{}
 		dst.chunks = src.chunks
 		c = &dst.Node
