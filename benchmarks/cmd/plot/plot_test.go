@@ -187,3 +187,69 @@ func TestRun(t *testing.T) {
 		t.Error("run on a file without scaling results succeeded")
 	}
 }
+
+// pairSample holds the propagation pairs of benchmarks/cilium, shortened.
+const pairSample = `cilium-statedb: v0.9.4
+pkg: github.com/steadystate/steadystate/benchmarks/cilium
+BenchmarkPropagationDelay/round=0/impl=steadystate-2   1000  30000 ns/op  5 p50-us  8 p90-us  40 p99-us
+BenchmarkPropagationDelay/round=0/impl=cilium-2        1000  40000 ns/op  7 p50-us  12 p90-us  60 p99-us
+BenchmarkDerive/load=light/round=0/impl=steadystate-2  1000  30000 ns/op  4 p50-us  9 p90-us  35 p99-us
+BenchmarkDerive/load=light/round=0/impl=cilium-2       1000  40000 ns/op  6 p50-us  14 p90-us  45 p99-us
+`
+
+// barDoc is the part of a bar chart that the tests look at.
+type barDoc struct {
+	Rects []struct {
+		Height string `xml:"height,attr"`
+		Title  string `xml:"title"`
+	} `xml:"rect"`
+	Texts []string `xml:"text"`
+}
+
+// TestRenderBars: the propagation chart puts both sides' percentiles on
+// one axis, a bar per side and figure, taller for a slower figure, with
+// the legends naming steadystate and cilium/statedb with its version.
+func TestRenderBars(t *testing.T) {
+	set, err := results.Parse(strings.NewReader(pairSample), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bars := results.BarCharts(set)
+	if len(bars) != 1 || bars[0].File != "propagation.svg" || len(bars[0].Series) != 2 {
+		t.Fatalf("BarCharts = %+v", bars)
+	}
+	var buf bytes.Buffer
+	if err := RenderBars(&buf, bars[0]); err != nil {
+		t.Fatal(err)
+	}
+	var doc barDoc
+	if err := xml.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatalf("not well-formed XML: %v\n%s", err, buf.String())
+	}
+	heights := map[string]float64{}
+	for _, r := range doc.Rects {
+		if r.Title != "" {
+			h, err := strconv.ParseFloat(r.Height, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			heights[r.Title] = h
+		}
+	}
+	if len(heights) != 12 {
+		t.Fatalf("%d bars, want 12: %v", len(heights), heights)
+	}
+	ss, ci := heights["steadystate, round trip p99: 40 us"], heights["cilium/statedb v0.9.4, round trip p99: 60 us"]
+	if !(ss > 0 && ci > ss) {
+		t.Errorf("p99 bars %v (steadystate) and %v (cilium): want cilium's taller", ss, ci)
+	}
+	text := strings.Join(doc.Texts, "|")
+	for _, want := range []string{"steadystate", "cilium/statedb v0.9.4", "round trip p50", "derive p99", "us"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("bar chart lacks text %q: %s", want, text)
+		}
+	}
+	if err := RenderBars(&bytes.Buffer{}, results.BarChart{Title: "x", Groups: []string{"a"}, Series: []results.Series{{Name: "s", Values: []float64{1, 2}}}}); err == nil {
+		t.Error("RenderBars accepted a series with more values than groups")
+	}
+}

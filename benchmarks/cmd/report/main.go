@@ -101,6 +101,9 @@ func section(set *results.Set, plots string) string {
 		b.WriteString("### Propagation delay\n\n")
 		t.WriteMarkdown(&b)
 	}
+	for _, c := range results.BarCharts(set) {
+		fmt.Fprintf(&b, "![%s](%s)\n\n", c.Title, path.Join(plots, c.File))
+	}
 
 	if t, ok := results.PeerTable(set, results.PkgCilium, results.CiliumLabel(set)); ok {
 		b.WriteString("### Against cilium/statedb\n\n")

@@ -2,6 +2,7 @@ package results
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -122,4 +123,73 @@ func sizeOf(r *Result, pkg, bench string) (float64, bool) {
 		return 0, false
 	}
 	return float64(n), true
+}
+
+// BarChart compares implementations on a few figures of one unit: a group
+// of bars per figure, a bar per implementation. cmd/plot draws it to File.
+type BarChart struct {
+	File, Title, Note string
+	Metric            string // the unit on the y axis
+	Groups            []string
+	Series            []Series
+}
+
+// Series is one implementation's figures, one per group of a BarChart
+// (NaN where it has none).
+type Series struct {
+	Name   string
+	Values []float64
+}
+
+// barSpec says which figures of benchmarks/cilium a bar chart shows.
+type barSpec struct {
+	file, title, note, metric string
+	figures                   []barFigure
+}
+
+type barFigure struct{ label, group, unit string }
+
+var barSpecs = []barSpec{
+	{"propagation.svg", "propagation delay: steadystate and cilium/statedb", "median per-round percentiles; lower is better", "us",
+		[]barFigure{
+			{"round trip p50", "BenchmarkPropagationDelay", "p50-us"},
+			{"round trip p90", "BenchmarkPropagationDelay", "p90-us"},
+			{"round trip p99", "BenchmarkPropagationDelay", "p99-us"},
+			{"derive p50", "BenchmarkDerive/load=light", "p50-us"},
+			{"derive p90", "BenchmarkDerive/load=light", "p90-us"},
+			{"derive p99", "BenchmarkDerive/load=light", "p99-us"},
+		}},
+}
+
+// BarCharts returns the bar charts for which s holds results: the sides of
+// the pairs of benchmarks/cilium (steadystate and cilium) on the same axes.
+func BarCharts(s *Set) []BarChart {
+	var charts []BarChart
+	for _, spec := range barSpecs {
+		c := BarChart{File: spec.file, Title: spec.title, Note: spec.note, Metric: spec.metric}
+		for _, impl := range []string{"steadystate", "cilium"} {
+			ser := Series{Name: LineName(s, impl)}
+			found := false
+			for _, f := range spec.figures {
+				v := math.NaN()
+				if r := s.Find(PkgCilium, f.group, impl); r != nil {
+					if m, ok := r.Metric(f.unit); ok {
+						v, found = m, true
+					}
+				}
+				ser.Values = append(ser.Values, v)
+			}
+			if found {
+				c.Series = append(c.Series, ser)
+			}
+		}
+		if len(c.Series) == 0 {
+			continue
+		}
+		for _, f := range spec.figures {
+			c.Groups = append(c.Groups, f.label)
+		}
+		charts = append(charts, c)
+	}
+	return charts
 }
