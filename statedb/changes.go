@@ -118,12 +118,12 @@ func (it *changeIterator[Obj]) Next(txn ReadTxn) (iter.Seq2[Change[Obj], Revisio
 			}
 			switch {
 			case lok && (!dok || lo.revision < do.revision):
-				if !yield(Change[Obj]{Object: lo.data.(Obj), Revision: lo.revision}, lo.revision) {
+				if !yield(Change[Obj]{Object: t.obj(lo), Revision: lo.revision}, lo.revision) {
 					return
 				}
 				_, lo, lok = liveIt.Next()
 			case dok:
-				if !yield(Change[Obj]{Object: do.data.(Obj), Revision: do.revision, Deleted: true}, do.revision) {
+				if !yield(Change[Obj]{Object: t.obj(do), Revision: do.revision, Deleted: true}, do.revision) {
 					return
 				}
 				_, do, dok = deadIt.Next()

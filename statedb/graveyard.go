@@ -82,7 +82,7 @@ func (tt *txnTable) collectGraveyard() {
 			break
 		}
 		tt.txn(gri).Delete(k)
-		pk := m.primaryKeyOf(o.data)
+		pk := m.primaryKeyOf(o)
 		// The primary-keyed entry may belong to a later delete of the same
 		// key; only remove it if it is this one.
 		if cur, found := tt.txn(gi).Get(pk); found && cur.revision == o.revision {

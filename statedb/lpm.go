@@ -315,7 +315,7 @@ func (t *table[Obj]) matches(txn ReadTxn, q Query[Obj], watch bool) (iter.Seq2[O
 		lpmMatches(root, key, func(_ int, group *treeNode) bool {
 			more := true
 			group.All(func(_ []byte, o object) bool {
-				more = yield(o.data.(Obj), o.revision)
+				more = yield(t.obj(o), o.revision)
 				return more
 			})
 			return more

@@ -32,7 +32,7 @@ type tableMeta struct {
 	plain []bool
 
 	// primaryKeyOf returns the primary key of a stored object.
-	primaryKeyOf func(data any) index.Key
+	primaryKeyOf func(o object) index.Key
 	// trackers are the registered change iterators (see graveyard.go).
 	trackers trackers
 }
@@ -199,6 +199,8 @@ type table[Obj any] struct {
 	// isPointer is set when Obj is a pointer type; only then can inserting
 	// the stored object again be detected cheaply.
 	isPointer bool
+	// direct is set when Obj is pointer-shaped (see object).
+	direct bool
 }
 
 // NewTable creates a table in db with a primary index and any number of
@@ -228,9 +230,10 @@ func NewTable[Obj any](db *DB, name string, primary Indexer[Obj], secondary ...I
 		primary:   primary,
 		secondary: secondary,
 		isPointer: reflect.TypeFor[Obj]().Kind() == reflect.Pointer,
+		direct:    pointerShaped[Obj](),
 	}
 	t.tableMeta.table = t
-	t.tableMeta.primaryKeyOf = func(data any) index.Key { return primary.fromObject(data.(Obj)).First() }
+	t.tableMeta.primaryKeyOf = func(o object) index.Key { return primary.fromObject(t.obj(o)).First() }
 	seen := map[string]bool{}
 	for i, idx := range append([]Indexer[Obj]{primary}, secondary...) {
 		if idx == nil {
@@ -294,6 +297,9 @@ func (m *tableMeta) meta() *tableMeta { return m }
 func (m *tableMeta) Indexes() []string {
 	return append([]string(nil), m.indexNames[:len(m.indexNames)-reservedIndexes+1]...)
 }
+
+// obj returns the Obj that o holds.
+func (t *table[Obj]) obj(o object) Obj { return loadObject[Obj](t.direct, o) }
 
 // ToTable returns the read-only view of the table.
 func (t *table[Obj]) ToTable() Table[Obj] { return readOnly[Obj]{t} }

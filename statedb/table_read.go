@@ -81,7 +81,7 @@ func (t *table[Obj]) Get(txn ReadTxn, q Query[Obj]) (obj Obj, rev Revision, foun
 	if !found {
 		return
 	}
-	return o.data.(Obj), o.revision, true
+	return t.obj(o), o.revision, true
 }
 
 func (t *table[Obj]) GetWatch(txn ReadTxn, q Query[Obj]) (obj Obj, rev Revision, watch <-chan struct{}, found bool) {
@@ -108,7 +108,7 @@ func (t *table[Obj]) GetWatch(txn ReadTxn, q Query[Obj]) (obj Obj, rev Revision,
 	if !found {
 		return obj, 0, watch, false
 	}
-	return o.data.(Obj), o.revision, watch, true
+	return t.obj(o), o.revision, watch, true
 }
 
 func (t *table[Obj]) List(txn ReadTxn, q Query[Obj]) iter.Seq2[Obj, Revision] {
@@ -125,7 +125,7 @@ func (t *table[Obj]) list(txn ReadTxn, q Query[Obj], watch bool) (iter.Seq2[Obj,
 	if t.lpm[pos] {
 		_, root := t.snapshotRoot(txn, pos)
 		group, ch := lpmGet(root, q.key, watch)
-		return all[Obj](group), ch
+		return t.all(group), ch
 	}
 	if t.plain[pos] {
 		// At most one object: a lookup, not a walk.
@@ -146,16 +146,16 @@ func (t *table[Obj]) list(txn ReadTxn, q Query[Obj], watch bool) (iter.Seq2[Obj,
 		}
 		return func(yield func(Obj, Revision) bool) {
 			if ok {
-				yield(o.data.(Obj), o.revision)
+				yield(t.obj(o), o.revision)
 			}
 		}, ch
 	}
 	_, root := t.snapshotRoot(txn, pos)
 	if watch {
 		sub, ch := root.PrefixWatch(nonUniqueExact(q.key))
-		return all[Obj](sub), ch
+		return t.all(sub), ch
 	}
-	return all[Obj](root.Prefix(nonUniqueExact(q.key))), nil
+	return t.all(root.Prefix(nonUniqueExact(q.key))), nil
 }
 
 func (t *table[Obj]) Prefix(txn ReadTxn, q Query[Obj]) iter.Seq2[Obj, Revision] {
@@ -176,12 +176,12 @@ func (t *table[Obj]) prefix(txn ReadTxn, q Query[Obj], watch bool) (iter.Seq2[Ob
 	}
 	switch {
 	case !watch:
-		return all[Obj](root.Prefix(key)), nil
+		return t.all(root.Prefix(key)), nil
 	case t.tracked[pos]:
 		sub, ch := root.PrefixWatch(key)
-		return all[Obj](sub), ch
+		return t.all(sub), ch
 	default:
-		return all[Obj](root.Prefix(key)), e.watchAll()
+		return t.all(root.Prefix(key)), e.watchAll()
 	}
 }
 
@@ -212,7 +212,7 @@ func (t *table[Obj]) lowerBound(txn ReadTxn, q Query[Obj], watch bool) (iter.Seq
 		ch = e.watchAll()
 	}
 	return func(yield func(Obj, Revision) bool) {
-		root.LowerBound(key, func(_ []byte, o object) bool { return yield(o.data.(Obj), o.revision) })
+		root.LowerBound(key, func(_ []byte, o object) bool { return yield(t.obj(o), o.revision) })
 	}, ch
 }
 
@@ -247,7 +247,7 @@ func (t *table[Obj]) last(txn ReadTxn, q Query[Obj], watch bool) (obj Obj, rev R
 	if !found {
 		return obj, 0, ch, false
 	}
-	return o.data.(Obj), o.revision, ch, true
+	return t.obj(o), o.revision, ch, true
 }
 
 func (t *table[Obj]) ReverseLowerBound(txn ReadTxn, q Query[Obj]) iter.Seq2[Obj, Revision] {
@@ -277,24 +277,25 @@ func (t *table[Obj]) reverseLowerBound(txn ReadTxn, q Query[Obj], watch bool) (i
 		ch = e.watchAll()
 	}
 	return func(yield func(Obj, Revision) bool) {
-		root.ReverseLowerBound(key, func(_ []byte, o object) bool { return yield(o.data.(Obj), o.revision) })
+		root.ReverseLowerBound(key, func(_ []byte, o object) bool { return yield(t.obj(o), o.revision) })
 	}, ch
 }
 
 func (t *table[Obj]) All(txn ReadTxn) iter.Seq2[Obj, Revision] {
 	_, root := t.snapshotRoot(txn, 0)
-	return all[Obj](root)
+	return t.all(root)
 }
 
 func (t *table[Obj]) AllWatch(txn ReadTxn) (iter.Seq2[Obj, Revision], <-chan struct{}) {
 	e, root := t.snapshotRoot(txn, 0)
-	return all[Obj](root), e.watchAll()
+	return t.all(root), e.watchAll()
 }
 
 // all yields the objects of the subtree of root (nil: none) in key order.
-func all[Obj any](root *treeNode) iter.Seq2[Obj, Revision] {
+func (t *table[Obj]) all(root *treeNode) iter.Seq2[Obj, Revision] {
+	direct := t.direct
 	return func(yield func(Obj, Revision) bool) {
-		root.All(func(_ []byte, o object) bool { return yield(o.data.(Obj), o.revision) })
+		root.All(func(_ []byte, o object) bool { return yield(loadObject[Obj](direct, o), o.revision) })
 	}
 }
 

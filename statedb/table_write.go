@@ -37,7 +37,7 @@ func (t *table[Obj]) prepareWrite(txn WriteTxn, obj Obj, cas bool, casRev Revisi
 			return nil, nil, cur, tableError(t.name, fmt.Errorf("%w: %s of %q", ErrObjectNotFound, op, pk))
 		}
 		if stored.revision != casRev {
-			return nil, nil, stored.data.(Obj), tableError(t.name, fmt.Errorf("%w: %s of %q at revision %d, stored revision is %d", ErrRevisionNotEqual, op, pk, casRev, stored.revision))
+			return nil, nil, t.obj(stored), tableError(t.name, fmt.Errorf("%w: %s of %q at revision %d, stored revision is %d", ErrRevisionNotEqual, op, pk, casRev, stored.revision))
 		}
 	}
 	return tt, pk, cur, nil
@@ -57,7 +57,7 @@ func (t *table[Obj]) Modify(txn WriteTxn, obj Obj, merge func(old, new Obj) Obj)
 		return old, false, err
 	}
 	if stored, found := tt.entry.root(0).Get(pk); found {
-		obj = merge(stored.data.(Obj), obj)
+		obj = merge(t.obj(stored), obj)
 		mpk, err := t.primaryKey(obj)
 		if err != nil {
 			return old, false, err
@@ -82,11 +82,11 @@ func (t *table[Obj]) write(tt *txnTable, pk index.Key, obj Obj, op string) (old 
 	rev := tt.entry.revision + 1
 	tt.entry.revision = rev
 	tt.dirty, tt.changed = true, true
-	newObj := object{data: obj, revision: rev}
+	newObj := storeObject(t.direct, obj, rev)
 	oldObj, hadOld := primary.Insert(pk, newObj)
 	if hadOld {
-		old = oldObj.data.(Obj)
-		if t.isPointer && oldObj.data == newObj.data {
+		old = t.obj(oldObj)
+		if t.isPointer && oldObj.ptr == newObj.ptr {
 			panic(fmt.Sprintf("statedb: table %q: %s of the object that is already stored (key %q). "+
 				"Objects are immutable once inserted: clone the object, modify the clone and insert that.", t.name, op, pk))
 		}
@@ -153,7 +153,7 @@ func (t *table[Obj]) checkUnique(tt *txnTable, obj Obj, pk index.Key) error {
 				_, other, found = root.Prefix(nonUniqueExact(k)).Minimum()
 			}
 			if found {
-				otherPK, _ := t.primaryKey(other.data.(Obj))
+				otherPK, _ := t.primaryKey(t.obj(other))
 				if !bytes.Equal(otherPK, pk) {
 					err = tableError(t.name, fmt.Errorf("%w: index %q key %q is held by the object with primary key %q", ErrUniqueConstraint, t.indexNames[pos], k, otherPK))
 				}
@@ -202,7 +202,7 @@ func (t *table[Obj]) delete(txn WriteTxn, obj Obj, cas bool, casRev Revision) (o
 		return old, false, nil
 	}
 	t.removeIndexed(tt, pk, oldObj)
-	return oldObj.data.(Obj), true, nil
+	return t.obj(oldObj), true, nil
 }
 
 // removeIndexed finishes the delete of oldObj (already gone from the primary
@@ -213,7 +213,7 @@ func (t *table[Obj]) removeIndexed(tt *txnTable, pk index.Key, oldObj object) {
 	tt.entry.revision = rev
 	tt.dirty, tt.changed = true, true
 	tt.revRemove(oldObj.revision)
-	old := oldObj.data.(Obj)
+	old := t.obj(oldObj)
 	for i, idx := range t.secondary {
 		pos := i + 1
 		itxn := tt.txn(pos)
@@ -222,7 +222,7 @@ func (t *table[Obj]) removeIndexed(tt *txnTable, pk index.Key, oldObj object) {
 		})
 	}
 	if t.trackers.count.Load() > 0 {
-		dead := object{data: oldObj.data, revision: rev}
+		dead := object{ptr: oldObj.ptr, revision: rev}
 		tt.txn(t.graveyardIndex()).Insert(pk, dead)
 		tt.txn(t.graveyardRevisionIndex()).Insert(index.Uint64(rev), dead)
 	}

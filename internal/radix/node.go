@@ -11,36 +11,49 @@ import (
 type kind uint8
 
 const (
-	kindLeaf kind = iota // no children: a bare Node
-	kind4                // node4
-	kind16               // node16
-	kind48               // node48
-	kind256              // node256
+	kindLeaf        kind = iota // no children, no watch channel: a bare Node
+	kindWatchedLeaf             // no children, a watch channel: watchedLeaf
+	kind4                       // node4
+	kind16                      // node16
+	kind48                      // node48
+	kind256                     // node256
 )
+
+// isLeaf reports whether a node of kind k has no children.
+func (k kind) isLeaf() bool { return k <= kindWatchedLeaf }
 
 // capacity is the number of children a node of kind k can hold.
 func (k kind) capacity() int {
-	return [...]int{kindLeaf: 0, kind4: 4, kind16: 16, kind48: 48, kind256: 256}[k]
+	return [...]int{kindLeaf: 0, kindWatchedLeaf: 0, kind4: 4, kind16: 16, kind48: 48, kind256: 256}[k]
 }
 
 // grown is the kind that holds one more child than k's capacity.
-func (k kind) grown() kind { return k + 1 }
+func (k kind) grown() kind {
+	if k.isLeaf() {
+		return kind4
+	}
+	return k + 1
+}
 
 // shrinkBelow is the child count below which a node of kind k is rebuilt as
 // the next smaller kind. It leaves room for hysteresis so that a node at the
 // border does not flip kinds on every insert/delete pair.
 func (k kind) shrinkBelow() int {
-	return [...]int{kindLeaf: 0, kind4: 0, kind16: 4, kind48: 13, kind256: 37}[k]
+	return [...]int{kindLeaf: 0, kindWatchedLeaf: 0, kind4: 0, kind16: 4, kind48: 13, kind256: 37}[k]
 }
 
 // Node is an immutable node of a Tree. The zero value is not usable; nodes
 // come from Tree.Root and Txn.Root.
 //
-// A childless node (kindLeaf) is the bare Node: 48 bytes with a 24-byte
-// value, the size class below the 64 it would take with a generation of
-// its own, so it has none and is never changed in place (see owner). Every
-// object in a statedb table is a leaf of two trees (its primary index and
-// the revision index), so this is 32 bytes per object.
+// A childless node has no generation (it is never changed in place, see
+// owner). One made by a Txn that tracks changes (TrackMutate) has a watch
+// channel: a watchedLeaf, 48 bytes with statedb's 16-byte value. One made
+// by a Txn that does not (a tree nobody watches, such as statedb's revision
+// index) is the bare Node (kindLeaf): a 16-byte header and the value, 32
+// bytes; a watcher of such a leaf gets its parent's channel (watch.go).
+// Every object in a statedb table is a leaf of two trees (its primary index
+// and the revision index), so the revision index's bare leaves save every
+// object 16 bytes.
 type Node[T any] struct {
 	// pathPtr and pathLen hold path(), the key from the root to the end of
 	// this node's segment, in 12 bytes instead of a slice's 24.
@@ -49,16 +62,24 @@ type Node[T any] struct {
 	size    uint16 // number of children
 	kind    kind
 	leaf    bool // val holds the value for key == path
+	val     T
+}
+
+// watchedLeaf is a childless node with a watch channel. Its layout starts
+// as inner's does, so that watchSlot serves both.
+type watchedLeaf[T any] struct {
+	Node[T]
+	watch unsafe.Pointer
+}
+
+// inner is the header of a node with children (and of a tree's root, which
+// is never a leaf): the Node, its watch channel and the Txn generation that
+// created the node and may change it in place.
+type inner[T any] struct {
+	Node[T]
 	// watch is the node's watch channel (a *hchan), nil until first asked
 	// for. Only accessed atomically; see watch.go.
 	watch unsafe.Pointer
-	val   T
-}
-
-// inner is the header of a node with children: the Node and the Txn
-// generation that created the node and may change it in place.
-type inner[T any] struct {
-	Node[T]
 	txnID uint64
 }
 
@@ -151,7 +172,7 @@ func (n *Node[T]) as256() *node256[T] { return (*node256[T])(unsafe.Pointer(n)) 
 // (0, never a Txn's): it is never changed in place, a new value or a new
 // child replaces it.
 func (n *Node[T]) owner() uint64 {
-	if n.kind == kindLeaf {
+	if n.kind.isLeaf() {
 		return 0
 	}
 	return (*inner[T])(unsafe.Pointer(n)).txnID
@@ -166,6 +187,8 @@ func newNode[T any](k kind, id uint64) *Node[T] {
 	switch k {
 	case kindLeaf:
 		n = &Node[T]{}
+	case kindWatchedLeaf:
+		n = &(&watchedLeaf[T]{}).Node
 	case kind4:
 		n = &(&node4[T]{}).Node
 	case kind16:
@@ -176,7 +199,7 @@ func newNode[T any](k kind, id uint64) *Node[T] {
 		n = &(&node256[T]{}).Node
 	}
 	n.kind = k
-	if k != kindLeaf {
+	if !k.isLeaf() {
 		n.setOwner(id)
 	}
 	return n
@@ -387,6 +410,8 @@ func (n *Node[T]) clone(id uint64) *Node[T] {
 	switch n.kind {
 	case kindLeaf:
 		c = &Node[T]{}
+	case kindWatchedLeaf:
+		c = &(&watchedLeaf[T]{}).Node
 	case kind4:
 		src, dst := n.as4(), &node4[T]{}
 		dst.keys, dst.children = src.keys, src.children
@@ -407,7 +432,7 @@ func (n *Node[T]) clone(id uint64) *Node[T] {
 		c = &dst.Node
 	}
 	c.copyHeader(n)
-	if c.kind != kindLeaf {
+	if !c.kind.isLeaf() {
 		c.setOwner(id)
 	}
 	return c

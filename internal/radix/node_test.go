@@ -21,14 +21,22 @@ func TestIndex16(t *testing.T) {
 	}
 }
 
-// TestLeafSize: a leaf with statedb's 24-byte value is 48 bytes, the size
-// class below 64 (see Node); a field more would cost every object 32 bytes.
+// TestLeafSize: with statedb's 16-byte value a bare leaf is 32 bytes, a
+// size class of its own, and a watched leaf 40 (in the class of 48; see
+// Node). A word more would put the bare leaf in the class of 48 and cost
+// every object 16 bytes.
 func TestLeafSize(t *testing.T) {
 	type object struct {
-		data     any
+		data     unsafe.Pointer
 		revision uint64
 	}
-	if size := unsafe.Sizeof(Node[object]{}); size != 48 {
-		t.Fatalf("a leaf is %d bytes, want 48", size)
+	if size := unsafe.Sizeof(Node[object]{}); size != 32 {
+		t.Fatalf("a bare leaf is %d bytes, want 32", size)
+	}
+	if size := unsafe.Sizeof(watchedLeaf[object]{}); size != 40 {
+		t.Fatalf("a watched leaf is %d bytes, want 40", size)
+	}
+	if unsafe.Offsetof(watchedLeaf[object]{}.watch) != unsafe.Offsetof(inner[object]{}.watch) {
+		t.Fatal("a watched leaf's watch slot is not where inner's is")
 	}
 }

@@ -26,7 +26,7 @@ func (n *Node[T]) ReverseLowerBound(key []byte, yield func([]byte, T) bool) {
 // means yield asked to stop.
 func (n *Node[T]) walkBackward(yield func([]byte, T) bool) bool {
 	for c, _, slot := n.prevChild(n.endSlot()); c != nil; c, _, slot = n.prevChild(slot) {
-		if c.kind == kindLeaf {
+		if c.kind.isLeaf() {
 			if !yield(c.path(), c.val) {
 				return false
 			}

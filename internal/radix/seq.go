@@ -34,8 +34,8 @@ func (n *Node[T]) Prefix(prefix []byte) *Node[T] {
 // (spuriously also on other changes within the same node): the channel of
 // the deepest node on the search path.
 func (n *Node[T]) PrefixWatch(prefix []byte) (*Node[T], <-chan struct{}) {
-	found, last := n.seekPrefix(prefix)
-	return found, last.Watch()
+	found, watched := n.seekPrefix(prefix)
+	return found, watched.Watch()
 }
 
 // LowerBound calls yield with every key >= key of the subtree of n and its
@@ -47,29 +47,35 @@ func (n *Node[T]) LowerBound(key []byte, yield func([]byte, T) bool) {
 }
 
 // seekPrefix returns the node whose subtree holds exactly the keys starting
-// with prefix (nil if none) and the deepest node on the search path, whose
-// watch channel closes on any change under prefix.
-func (n *Node[T]) seekPrefix(prefix []byte) (found, last *Node[T]) {
+// with prefix (nil if none) and the deepest node with children on the
+// search path, whose watch channel closes on any change under prefix (a
+// leaf at the end of the path is written through its parent's child
+// pointer). n must be a tree's root or nil.
+func (n *Node[T]) seekPrefix(prefix []byte) (found, watched *Node[T]) {
 	if n == nil {
 		return nil, nil
 	}
+	watched = n
 	d := 0
 	for {
+		if n.kind != kindLeaf {
+			watched = n
+		}
 		p := n.path()
 		if len(p) >= len(prefix) {
 			// The prefix ends inside (or at the end of) n's segment.
 			if string(p[d:len(prefix)]) == string(prefix[d:]) {
-				return n, n
+				return n, watched
 			}
-			return nil, n
+			return nil, watched
 		}
 		if string(p[d:]) != string(prefix[d:len(p)]) {
-			return nil, n
+			return nil, watched
 		}
 		d = len(p)
 		c := n.child(prefix[d])
 		if c == nil {
-			return nil, n
+			return nil, watched
 		}
 		n = c
 	}
@@ -84,7 +90,7 @@ func (n *Node[T]) walk(yield func([]byte, T) bool) bool {
 		return false
 	}
 	switch n.kind {
-	case kindLeaf:
+	case kindLeaf, kindWatchedLeaf:
 	case kind256:
 		for _, ch := range &n.as256().chunks {
 			if ch == nil {
@@ -94,7 +100,7 @@ func (n *Node[T]) walk(yield func([]byte, T) bool) bool {
 				if c == nil {
 					continue
 				}
-				if c.kind == kindLeaf {
+				if c.kind.isLeaf() {
 					if !yield(c.path(), c.val) {
 						return false
 					}
@@ -106,7 +112,7 @@ func (n *Node[T]) walk(yield func([]byte, T) bool) bool {
 	default:
 		_, children := n.dense()
 		for _, c := range children[:n.size] {
-			if c.kind == kindLeaf {
+			if c.kind.isLeaf() {
 				if !yield(c.path(), c.val) {
 					return false
 				}

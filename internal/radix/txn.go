@@ -59,7 +59,7 @@ func (t *Txn[T]) Get(k []byte) (T, bool) {
 // was stored with), so the caller must not modify it afterwards.
 func (t *Txn[T]) Insert(k []byte, v T) (T, bool) {
 	if t.root == nil {
-		t.root = t.newLeaf(k, v)
+		t.root = t.newRoot(t.keep(k), v)
 		t.size++
 		var zero T
 		return zero, false
@@ -102,6 +102,10 @@ func (t *Txn[T]) Delete(k []byte) (T, bool) {
 	root, old, had := t.delete(t.root, 0, k)
 	if !had {
 		return old, false
+	}
+	if root != nil && root.kind.isLeaf() {
+		// A root has a watch channel, so it is never a leaf.
+		root = t.newRoot(root.path(), root.val)
 	}
 	t.root = root // nil if now empty: see emptyRoot
 	t.size--
@@ -172,10 +176,11 @@ func (t *Txn[T]) Commit() *Tree[T] {
 // retire records that n leaves the tree. Nodes of earlier generations may
 // have (or later get) watchers on old snapshots; nodes of the current one
 // only if somebody watched through Root before committing. A leaf has no
-// generation, so a replaced leaf is always retired; one made by this Txn is
-// replaced again within it only when a key is written twice.
+// generation, so a replaced watched leaf is always retired; a bare leaf has
+// no channel to close (its watchers hold its parent's, which the change
+// writes).
 func (t *Txn[T]) retire(n *Node[T]) {
-	if t.track && (n.owner() != t.id || n.hasWatch()) {
+	if t.track && n.kind != kindLeaf && (n.owner() != t.id || n.hasWatch()) {
 		t.retired = append(t.retired, n)
 	}
 }
@@ -190,12 +195,31 @@ func (t *Txn[T]) writable(n *Node[T]) *Node[T] {
 	return n.clone(t.id)
 }
 
+// newRoot returns a root holding v under key and nothing else: a node4
+// without children, as a root is never a leaf (it has a watch channel).
+func (t *Txn[T]) newRoot(key []byte, v T) *Node[T] {
+	r := newNode[T](kind4, t.id)
+	r.setPath(key)
+	r.val, r.leaf = v, true
+	return r
+}
+
 // newLeaf returns a childless node holding v under key, which the tree
 // keeps (see keep).
 func (t *Txn[T]) newLeaf(key []byte, v T) *Node[T] {
-	n := &Node[T]{kind: kindLeaf, leaf: true, val: v}
+	n := newNode[T](t.leafKind(), 0)
+	n.leaf, n.val = true, v
 	n.setPath(t.keep(key))
 	return n
+}
+
+// leafKind is the kind of the leaves the Txn makes: with a watch channel if
+// it tracks changes (somebody may watch the tree), bare if not.
+func (t *Txn[T]) leafKind() kind {
+	if t.track {
+		return kindWatchedLeaf
+	}
+	return kindLeaf
 }
 
 // insert stores v under key in the subtree of n, whose path is known to
@@ -206,7 +230,7 @@ func (t *Txn[T]) insert(n *Node[T], d int, key []byte, v T) (*Node[T], T, bool) 
 		// Only an empty root gets here: the key becomes the whole tree, so
 		// that the root's path is the common prefix of all keys.
 		t.retire(n)
-		return t.newLeaf(key, v), zero, false
+		return t.newRoot(t.keep(key), v), zero, false
 	}
 	p := n.path()
 	c := d
@@ -240,11 +264,24 @@ func (t *Txn[T]) insert(n *Node[T], d int, key []byte, v T) (*Node[T], T, bool) 
 }
 
 // split puts a new node4 with path key[:c] above n, whose path diverges from
-// key at c, and stores v under key there or in a new leaf below it. n is
-// copied even though its own content does not change: prefix watchers whose
-// prefix ends inside n's segment hold n's channel and must see the new key.
+// key at c, and stores v under key there or in a new leaf below it. A node
+// with a channel is copied even though its own content does not change:
+// prefix watchers whose prefix ends inside n's segment hold n's channel and
+// must see the new key. (A bare leaf's watchers hold its parent's, which
+// the split writes; a root without children, a single key, becomes a leaf.)
 func (t *Txn[T]) split(n *Node[T], c int, key []byte, v T) *Node[T] {
-	moved := t.writable(n)
+	var moved *Node[T]
+	switch {
+	case n.kind == kindLeaf:
+		moved = n
+	case n.size == 0 && !n.kind.isLeaf():
+		t.retire(n)
+		moved = newNode[T](t.leafKind(), 0)
+		moved.leaf, moved.val = true, n.val
+		moved.pathPtr, moved.pathLen = n.pathPtr, n.pathLen
+	default:
+		moved = t.writable(n)
+	}
 	s := newNode[T](kind4, t.id)
 	np := n.path()
 	s.setPath(np[:c])
