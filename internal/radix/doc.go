@@ -38,7 +38,7 @@
 //     (delete collapses a node with one child) moves up without being copied.
 //   - Shape: every node except the root has a value or at least two children.
 //     The root may have a path, a value, and any number of children, and is
-//     never a leaf.
+//     never a bare leaf.
 //   - Node kinds by fan-out: leaf (no children), 4, 16, 48 and 256 children,
 //     each one allocation with its arrays embedded (a node256's chunks
 //     apart); 4/16/48 keep their children sorted by label.
@@ -64,8 +64,9 @@
 //   - GetWatch of a missing key and PrefixWatch return the channel of the
 //     deepest node with children on the search path; every insert, update
 //     or delete that could change the answer replaces that node.
-//   - A root is never a leaf (a tree of one key has a node4 root holding
-//     it), so Root().Watch() closes on any change to the tree.
+//   - A root is never a bare leaf (a tree of one key has a watched leaf at
+//     its root, tracked or not), so Root().Watch() closes on any change to
+//     the tree.
 //   - A nil *Node reads as an empty tree whose channels are closed already:
 //     there is nothing to wait for.
 //   - As in iradix, a Txn with TrackMutate(false) (the default) closes

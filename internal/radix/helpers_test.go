@@ -230,8 +230,8 @@ func checkShape(t testing.TB, n *Node[int], parent []byte, isRoot bool) int {
 	if !isRoot && !n.leaf && n.size < 2 {
 		fail("inner node with %d children and no value", n.size)
 	}
-	if isRoot && n.kind.isLeaf() {
-		fail("the root is a leaf (it has no watch channel)")
+	if isRoot && n.kind == kindLeaf {
+		fail("the root is a bare leaf (it has no watch channel)")
 	}
 	if int(n.size) > n.kind.capacity() {
 		fail("size %d over capacity", n.size)

@@ -103,8 +103,8 @@ func (t *Txn[T]) Delete(k []byte) (T, bool) {
 	if !had {
 		return old, false
 	}
-	if root != nil && root.kind.isLeaf() {
-		// A root has a watch channel, so it is never a leaf.
+	if root != nil && root.kind == kindLeaf {
+		// A root has a watch channel, so it is never a bare leaf.
 		root = t.newRoot(root.path(), root.val)
 	}
 	t.root = root // nil if now empty: see emptyRoot
@@ -195,10 +195,10 @@ func (t *Txn[T]) writable(n *Node[T]) *Node[T] {
 	return n.clone(t.id)
 }
 
-// newRoot returns a root holding v under key and nothing else: a node4
-// without children, as a root is never a leaf (it has a watch channel).
+// newRoot returns a root holding v under key and nothing else: a watched
+// leaf, as a root has a watch channel whether the Txn tracks or not.
 func (t *Txn[T]) newRoot(key []byte, v T) *Node[T] {
-	r := newNode[T](kind4, t.id)
+	r := newNode[T](kindWatchedLeaf, 0)
 	r.setPath(key)
 	r.val, r.leaf = v, true
 	return r
@@ -268,17 +268,18 @@ func (t *Txn[T]) insert(n *Node[T], d int, key []byte, v T) (*Node[T], T, bool) 
 // with a channel is copied even though its own content does not change:
 // prefix watchers whose prefix ends inside n's segment hold n's channel and
 // must see the new key. (A bare leaf's watchers hold its parent's, which
-// the split writes; a root without children, a single key, becomes a leaf.)
+// the split writes.)
 func (t *Txn[T]) split(n *Node[T], c int, key []byte, v T) *Node[T] {
 	var moved *Node[T]
 	switch {
 	case n.kind == kindLeaf:
 		moved = n
-	case n.size == 0 && !n.kind.isLeaf():
-		t.retire(n)
-		moved = newNode[T](t.leafKind(), 0)
-		moved.leaf, moved.val = true, n.val
-		moved.pathPtr, moved.pathLen = n.pathPtr, n.pathLen
+	case n.kind == kindWatchedLeaf && !t.track:
+		// A tree's only key, held by a watched root; below the root, an
+		// untracked Txn's leaves are bare.
+		moved = newNode[T](kindLeaf, 0)
+		moved.copyHeader(n)
+		moved.kind = kindLeaf
 	default:
 		moved = t.writable(n)
 	}

@@ -70,9 +70,10 @@ func closedChan() <-chan struct{} { return pointerToChan(closedWatch) }
 
 // Watch returns a channel that closes when n is replaced or removed by a
 // tracked Txn (see TrackMutate). On a tree's root (Tree.Root, Txn.Root: a
-// root is never a leaf) that is any change to the tree. On a nil *Node it
-// is closed already, and so it is on a leaf, which has no channel: watch
-// a leaf through GetWatch or PrefixWatch, which give its parent's.
+// root is never a bare leaf) that is any change to the tree. On a nil
+// *Node it is closed already, and so it is on a bare leaf, which has no
+// channel: watch one through GetWatch or PrefixWatch, which give its
+// parent's.
 func (n *Node[T]) Watch() <-chan struct{} {
 	if n == nil || n.kind == kindLeaf {
 		return closedChan()
