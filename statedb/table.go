@@ -28,7 +28,7 @@ type tableMeta struct {
 	lpm        []bool // an LPMIndex (lpm.go)
 	// plain is set where the tree key of an object is its index key
 	// (unique indexes but LPM ones); elsewhere it is the index key, a
-	// terminator and the primary key (see encodeNonUnique).
+	// terminator and the primary key (see appendNonUnique).
 	plain []bool
 
 	// primaryKeyOf returns the primary key of a stored object.

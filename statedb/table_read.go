@@ -203,7 +203,7 @@ func (t *table[Obj]) lowerBound(txn ReadTxn, q Query[Obj], watch bool) (iter.Seq
 	key := q.key
 	if !t.plain[pos] {
 		// Tree keys of a non-unique index sort by secondary key first
-		// (see encodeNonUnique), so seeking its encoding is exact. An
+		// (see appendNonUnique), so seeking its encoding is exact. An
 		// object is yielded once per key, like Prefix does.
 		key = escapeKey(nil, key)
 	}
@@ -299,9 +299,9 @@ func (t *table[Obj]) all(root *treeNode) iter.Seq2[Obj, Revision] {
 	}
 }
 
-// encodeNonUnique builds the tree key of an object in a non-unique index:
-// the secondary key escaped and terminated, then the primary key (so that
-// objects sharing a secondary key get distinct entries). The escaping (0x00
+// appendNonUnique appends to dst the tree key of an object in a non-unique
+// index: the secondary key escaped and terminated, then the primary key (so
+// that objects sharing a secondary key get distinct entries). The escaping (0x00
 // becomes 0x00 0x01) and the terminator (0x00 0x00) keep the order of
 // (secondary, primary) pairs: a secondary key sorts before every longer key
 // it is a prefix of, whatever the primary keys. So Prefix, List and
@@ -310,11 +310,6 @@ func (t *table[Obj]) all(root *treeNode) iter.Seq2[Obj, Revision] {
 //	exact secondary key k:      prefix escape(k) 0x00 0x00
 //	secondary keys starting k:  prefix escape(k)
 //	secondary keys >= k:        lower bound escape(k)
-func encodeNonUnique(secondary, primary index.Key) []byte {
-	return appendNonUnique(make([]byte, 0, len(secondary)+len(primary)+4), secondary, primary)
-}
-
-// appendNonUnique appends the tree key of encodeNonUnique to dst.
 func appendNonUnique(dst []byte, secondary, primary index.Key) []byte {
 	dst = escapeKey(dst, secondary)
 	dst = append(dst, 0, 0)

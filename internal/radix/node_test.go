@@ -27,8 +27,8 @@ func TestIndex16(t *testing.T) {
 // every object 16 bytes.
 func TestLeafSize(t *testing.T) {
 	type object struct {
-		data     unsafe.Pointer
-		revision uint64
+		_ unsafe.Pointer // data
+		_ uint64         // revision
 	}
 	if size := unsafe.Sizeof(Node[object]{}); size != 32 {
 		t.Fatalf("a bare leaf is %d bytes, want 32", size)
