@@ -75,7 +75,8 @@ lint:
 # the summary and the targets, draws the plots and regenerates the tables of
 # BENCHMARKS.md. It fails only if a benchmark failed; bench-check fails when
 # a headline target is missed. BENCHTIME and BENCHCOUNT (medians are taken)
-# tune the run; about 10 minutes with the defaults on 2 cores.
+# tune the run; about 30 minutes with the defaults on 2 cores (BENCHCOUNT=5,
+# the published figures: about 2.5 hours).
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 1
 BENCH_RESULTS ?= benchmarks/results/latest.txt
@@ -88,6 +89,7 @@ BENCH_HEADER = { \
 	echo "kernel: $$(uname -r)"; \
 	echo "benchtime: $(BENCHTIME)"; \
 	echo "count: $(BENCHCOUNT)"; \
+	echo "cilium-statedb: $$(cd benchmarks && $(GO) list -m -f '{{.Version}}' github.com/cilium/statedb)"; \
 	echo; }
 
 bench:
@@ -129,9 +131,10 @@ bench-short:
 
 # bench-profile: CPU and allocation profiles of the hottest benchmarks
 # (statedb WriteTxn batch=100, statedb Lookup, the reconciler at 100k
-# objects), summarized with `go tool pprof -top` into
-# benchmarks/results/profiles/*.txt, the evidence of BENCHMARKS.md's "What
-# limits us".
+# objects, and steadystate's side of the single-object transaction and the
+# propagation round trip against cilium), summarized with `go tool pprof
+# -top` into benchmarks/results/profiles/*.txt, the evidence of
+# BENCHMARKS.md's "What limits us".
 PROFILE_DIR = benchmarks/results/profiles
 define profile
 	cd benchmarks && $(GO) test -run '^$$' -bench '$(2)' -benchtime $(3) \
@@ -146,7 +149,9 @@ bench-profile:
 	@mkdir -p $(PROFILE_DIR)
 	$(call profile,write-batch100,BenchmarkWriteTxn$$/^batch=100$$/^impl=statedb$$,3s,./statedb)
 	$(call profile,lookup,BenchmarkLookup$$/^impl=statedb$$,3s,./statedb)
-	$(call profile,reconcile-100k,BenchmarkReconcile$$/^objects=100000$$,10x,./scaling)
+	$(call profile,reconcile-100k,BenchmarkReconcile$$/^objects=100000$$/^impl=steadystate$$,10x,./scaling)
+	$(call profile,write-txn-1,BenchmarkWriteTxn$$/^batch=1$$/^round=0$$/^impl=steadystate$$,3s,./cilium)
+	$(call profile,propagation,BenchmarkPropagationDelay$$/^round=0$$/^impl=steadystate$$,3s,./cilium)
 	@ls $(PROFILE_DIR)/*.txt
 
 # bench-idle: the example agent's idle cost (examples/agent

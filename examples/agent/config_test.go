@@ -73,10 +73,10 @@ func TestConfig(t *testing.T) {
 		}
 	}
 	for flag, edit := range map[string]func(*AgentConfig){
-		"--reload-interval":              func(c *AgentConfig) { c.ReloadInterval = 0 },
-		"--settle-time":                  func(c *AgentConfig) { c.SettleTime = -time.Millisecond },
-		"--prune-interval": func(c *AgentConfig) { c.PruneInterval = -time.Second },
-		"--refresh-interval":             func(c *AgentConfig) { c.RefreshInterval = 0 },
+		"--reload-interval":  func(c *AgentConfig) { c.ReloadInterval = 0 },
+		"--settle-time":      func(c *AgentConfig) { c.SettleTime = -time.Millisecond },
+		"--prune-interval":   func(c *AgentConfig) { c.PruneInterval = -time.Second },
+		"--refresh-interval": func(c *AgentConfig) { c.RefreshInterval = 0 },
 	} {
 		c := defaultConfig()
 		c.Desired = "desired.yaml"
