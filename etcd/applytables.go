@@ -2,6 +2,8 @@ package etcd
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
@@ -55,7 +57,12 @@ func cleanupCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 // transaction can put in force; an object larger than an etcd request;
 // ErrUnknownLayout when the prefix holds a layout version this package
 // does not know; etcd's errors (a failed apply leaves the old state in
-// force and removes what it staged).
+// force and removes what it staged). When the answer to the last
+// transaction is lost (a timeout, a member gone), ApplyTables finds out
+// whether it committed, from its apply mark (Layout.ApplyMark) in place
+// or its staged generations' numbers, and says so: success means in
+// force. Generations older than the one in force, which an apply that died
+// before its flip leaves, are removed by the next apply of the table.
 func ApplyTables(ctx context.Context, c *clientv3.Client, l Layout, scope string, tables map[string]map[string][]byte) (int64, error) {
 	names, err := checkApply(scope, tables)
 	if err != nil {
@@ -94,10 +101,24 @@ func ApplyTables(ctx context.Context, c *clientv3.Client, l Layout, scope string
 	if len(changed) == 0 {
 		return read.lastMod, nil // nothing to write
 	}
+	// Generations older than the one in force are garbage (an apply that
+	// died between staging and its flip left them): removed with the
+	// change.
+	for _, table := range changed {
+		ops = append(ops, dropOlder(l, table, scope, read.cur[table].gen))
+	}
+	mark := newApplyMark()
+	ops = append(ops, clientv3.OpPut(l.ApplyMark(scope), mark))
 	if inPlace && len(ops)+len(read.versionOps) <= maxTxnOps && size <= maxTxnBytes {
 		tr, err := c.Txn(ctx).If(read.guard...).Then(append(ops, read.versionOps...)...).Commit()
 		if err == nil && !tr.Succeeded {
 			err = fmt.Errorf("%w (a table of %s or the layout version changed since it was read at revision %d)", ErrConflict, scope, read.rev)
+		} else if err != nil {
+			// The answer was lost: the transaction may have committed.
+			// Its mark says whether it did.
+			if rev, ok := markInForce(ctx, c, l, scope, mark); ok {
+				return rev, nil
+			}
 		}
 		if err != nil {
 			return 0, fmt.Errorf("applying in place to %s: %w", scope, err)
@@ -214,23 +235,92 @@ func applyStaged(ctx context.Context, c *clientv3.Client, l Layout, scope string
 		}
 		flip = append(flip, clientv3.OpPut(l.Current(table, scope), gen))
 	}
+	var rev int64
 	tr, err := c.Txn(ctx).If(read.guard...).Then(append(flip, read.versionOps...)...).Commit()
-	if err == nil && !tr.Succeeded {
+	switch {
+	case err == nil && !tr.Succeeded:
 		err = fmt.Errorf("%w (a table of %s or the layout version changed since it was read at revision %d, while the new generations were staged)", ErrConflict, scope, read.rev)
+	case err == nil:
+		rev = tr.Header.Revision
+	default:
+		// The answer was lost: the flip may have committed. The staged
+		// generations' numbers are this apply's alone: if they are in
+		// force, it did (and they must stay).
+		var ok bool
+		if rev, ok = stagedInForce(ctx, c, l, scope, staged); ok {
+			err = nil
+		}
 	}
 	if err != nil {
 		dropStaged()
 		return 0, fmt.Errorf("putting the new generations of %s in force: %w", scope, err)
 	}
-	// The readers moved on; a failure only leaves garbage behind.
+	// The readers moved on: the generations before the new ones (the old
+	// one, and any an apply that died left) go. A failure only leaves
+	// garbage behind, which the next apply removes.
 	cctx, cancel := cleanupCtx(ctx)
 	defer cancel()
+	var drops []clientv3.Op
 	for _, table := range changed {
-		if old := read.cur[table].gen; old != "" {
-			c.Delete(cctx, l.Generation(table, scope, old), clientv3.WithPrefix())
-		}
+		drops = append(drops, dropOlder(l, table, scope, staged[table]))
 	}
-	return tr.Header.Revision, nil
+	c.Txn(cctx).Then(drops...).Commit()
+	return rev, nil
+}
+
+// dropOlder deletes every generation of table's scope numbered below gen
+// (names are zero-padded: they sort by number). A generation below the one
+// in force can never be put in force (its flip would conflict): it is
+// garbage.
+func dropOlder(l Layout, table, scope, gen string) clientv3.Op {
+	from := l.Scope(table, scope) + "gen/"
+	return clientv3.OpDelete(from, clientv3.WithRange(from+gen))
+}
+
+// newApplyMark is a value no other apply writes.
+func newApplyMark() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// markInForce tells, after an in-place apply's answer was lost, whether its
+// transaction committed: the scope's apply mark is its own; then also at
+// which revision.
+func markInForce(ctx context.Context, c *clientv3.Client, l Layout, scope, mark string) (int64, bool) {
+	cctx, cancel := cleanupCtx(ctx)
+	defer cancel()
+	resp, err := c.Get(cctx, l.ApplyMark(scope))
+	if err != nil || len(resp.Kvs) == 0 || string(resp.Kvs[0].Value) != mark {
+		return 0, false
+	}
+	return resp.Kvs[0].ModRevision, true
+}
+
+// stagedInForce tells, after a flip's answer was lost, whether it
+// committed: every staged generation is in force; then also at which
+// revision.
+func stagedInForce(ctx context.Context, c *clientv3.Client, l Layout, scope string, staged map[string]string) (int64, bool) {
+	cctx, cancel := cleanupCtx(ctx)
+	defer cancel()
+	var gets []clientv3.Op
+	tables := slices.Sorted(maps.Keys(staged))
+	for _, table := range tables {
+		gets = append(gets, clientv3.OpGet(l.Current(table, scope)))
+	}
+	resp, err := c.Txn(cctx).Then(gets...).Commit()
+	if err != nil {
+		return 0, false
+	}
+	var rev int64
+	for i, table := range tables {
+		kvs := resp.Responses[i].GetResponseRange().Kvs
+		if len(kvs) == 0 || string(kvs[0].Value) != staged[table] {
+			return 0, false
+		}
+		rev = kvs[0].ModRevision
+	}
+	return rev, true
 }
 
 // inPlaceOps returns the puts and deletes that turn the generation under

@@ -21,6 +21,7 @@
 //	PREFIX/desired/TABLE/all/pin/NODE           the fleet-wide generation in force for NODE during a rollout
 //	PREFIX/desired/TABLE/all/delta/DELTA/put/NAME  an object a delta puts over the generation in force
 //	PREFIX/desired/TABLE/all/delta/DELTA/del/NAME  an object a delta removes from it (empty value)
+//	PREFIX/applies/SCOPE                        the mark of the scope's last apply (a value of its own)
 //	PREFIX/status/NODE                          a node's status (JSON NodeStatus), under the node's lease
 //	PREFIX/nodes/NODE                           a node's record (JSON NodeRecord), no lease
 //	PREFIX/objects/NODE/TABLE/NAME              an object's status on a node (optional), under the same lease
@@ -151,6 +152,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // DefaultPrefix is the default key prefix.
@@ -231,6 +233,11 @@ func (l Layout) ObjectStatus(node, table, name string) string {
 // ObjectStatusPrefix returns the prefix of node's object status keys.
 func (l Layout) ObjectStatusPrefix(node string) string { return l.prefix() + "/objects/" + node + "/" }
 
+// ApplyMark returns the key an apply writes with its change of scope, a
+// value of its own: after a lost answer it tells whether the change was
+// made. PREFIX/applies/SCOPE.
+func (l Layout) ApplyMark(scope string) string { return l.prefix() + "/applies/" + scope }
+
 // StatusPrefix returns the prefix of the nodes' status keys.
 func (l Layout) StatusPrefix() string { return l.prefix() + "/status/" }
 
@@ -279,8 +286,8 @@ func parseGen(s string) uint64 {
 
 // checkName rejects names that would break the layout.
 func checkName(kind, s string) error {
-	if s == "" || strings.ContainsAny(s, "/\x00") {
-		return fmt.Errorf("%s %q: must be non-empty and contain no '/'", kind, s)
+	if s == "" || strings.ContainsAny(s, "/\x00") || strings.ContainsFunc(s, unicode.IsControl) {
+		return fmt.Errorf("%s %q: must be non-empty and contain no '/' and no control character", kind, s)
 	}
 	return nil
 }

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -43,7 +45,13 @@ type Warning struct {
 	Problem string
 }
 
-func (w Warning) String() string { return w.Key + ": " + w.Problem }
+func (w Warning) String() string {
+	key := w.Key
+	if strings.ContainsFunc(key, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		key = strconv.Quote(key) // a key of garbage never breaks the lines it is printed in
+	}
+	return key + ": " + w.Problem
+}
 
 // ErrNodeLive is wrapped by Forget's error for a node that is live: its
 // agent runs and keeps its status, so there is nothing lost to forget.

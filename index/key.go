@@ -4,14 +4,23 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"unsafe"
 )
 
 // Key is an order-preserving encoded key. See the package doc for the
 // ordering invariant.
 type Key []byte
 
-// String encodes s as its bytes; byte order equals Go's string order.
-func String(s string) Key { return Key(s) }
+// String encodes s as its bytes; byte order equals Go's string order. The
+// key shares the bytes of s rather than copying them (strings never change,
+// and keys must not be modified, see the package doc), so indexing a
+// string field costs no allocation.
+func String(s string) Key {
+	if len(s) == 0 {
+		return Key{}
+	}
+	return unsafe.Slice(unsafe.StringData(s), len(s))
+}
 
 // Bytes uses b as the key without copying it; b must not be modified after.
 func Bytes(b []byte) Key { return Key(b) }
@@ -82,5 +91,5 @@ func NetIPPrefix(p netip.Prefix) Key {
 	return append(k, byte(p.Bits()))
 }
 
-// Stringer encodes s.String().
-func Stringer[T fmt.Stringer](s T) Key { return Key(s.String()) }
+// Stringer encodes s.String(), as String does.
+func Stringer[T fmt.Stringer](s T) Key { return String(s.String()) }

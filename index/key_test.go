@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -219,5 +220,20 @@ func TestSortedKeysSortValues(t *testing.T) {
 		if !bytes.Equal(keys[i], Int64(vals[i])) {
 			t.Fatalf("position %d: sorted keys and sorted values differ", i)
 		}
+	}
+}
+
+// TestStringShares: String shares the string's bytes (no allocation) and
+// reads them right, also for the empty string.
+func TestStringShares(t *testing.T) {
+	s := strings.Repeat("ab", 20)
+	if n := testing.AllocsPerRun(100, func() { _ = String(s) }); n != 0 {
+		t.Errorf("String allocates %v times", n)
+	}
+	if k := String(s); string(k) != s || len(k) != len(s) {
+		t.Errorf("String(%q) = %q", s, k)
+	}
+	if k := String(""); k == nil || len(k) != 0 {
+		t.Errorf("String(\"\") = %#v, want an empty non-nil key", k)
 	}
 }

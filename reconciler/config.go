@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	retry "github.com/steadystate/steadystate/internal/backoff"
+	"github.com/steadystate/steadystate/internal/backoff"
 	"github.com/steadystate/steadystate/internal/names"
 	"github.com/steadystate/steadystate/statedb"
 )
@@ -20,7 +20,8 @@ type Config[Obj any] struct {
 	// Table holds the desired objects. Required.
 	Table statedb.RWTable[Obj]
 	// Target is the real system. Required. If it also implements
-	// BatchTarget, whole rounds are applied as batches.
+	// BatchTarget, whole rounds are applied as batches; Planner,
+	// BatchPlanner and DriftTarget are its other optional interfaces.
 	Target Target[Obj]
 	// GetObjectStatus returns the object's status. Required.
 	GetObjectStatus func(Obj) Status
@@ -30,7 +31,9 @@ type Config[Obj any] struct {
 	// CloneObject returns a shallow copy of the object: stored objects are
 	// never mutated. Required.
 	CloneObject func(Obj) Obj
-	// FullReconciliationInterval is how often to prune: Target.Prune with
+	// FullReconciliationInterval is the prune interval (the public
+	// contract keeps this name; everything else says prune): how often to
+	// prune: Target.Prune with
 	// every desired object removes from the real system what is not
 	// desired (leftovers). When set, the first prune runs as soon as the
 	// table is initialized. 0 means only when Prune is called. A prune
@@ -43,9 +46,10 @@ type Config[Obj any] struct {
 	// its status (Status.UpdatedAt), which every refresh renews. 0 (the
 	// default) means never by age.
 	RefreshInterval time.Duration
-	// RefreshRate is how many refreshes per second at most, so that a
-	// table whose objects all come of age at once is not re-applied in one
-	// burst. Default DefaultRefreshRate.
+	// RefreshRate is how many refreshes by age per second at most, so
+	// that a table whose objects all come of age at once is not re-applied
+	// in one burst. It does not pace the checks of drift that a
+	// DriftTarget reports. Default DefaultRefreshRate.
 	RefreshRate float64
 	// Workers is how many target operations may be in flight at once
 	// (Update, Delete, or a batch). Never two on the same object: a round
@@ -97,13 +101,17 @@ type Config[Obj any] struct {
 	// Logger is used for failures and panics, tagged with
 	// reconciler=<Name>. Default slog.Default().
 	Logger *slog.Logger
+	// OnRepair, when set, is called with every repair of drift (see
+	// Repair), from the goroutine running Run: it must not block. A
+	// RepairLog's Add keeps the latest for a status report. Default: none.
+	OnRepair func(Repair)
 }
 
 // Defaults for the zero values of Config. The retry backoffs are the
 // project's one retry backoff's, the same as hive jobs': 100ms and 1m.
 const (
-	DefaultRetryBackoffMin      = retry.DefaultMin
-	DefaultRetryBackoffMax      = retry.DefaultMax
+	DefaultRetryBackoffMin      = backoff.DefaultMin
+	DefaultRetryBackoffMax      = backoff.DefaultMax
 	DefaultIncrementalRoundSize = 1000
 	DefaultOperationTimeout     = time.Minute
 	DefaultRefreshRate          = 100.0 // refreshes per second

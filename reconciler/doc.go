@@ -5,21 +5,34 @@
 // Pending or Refreshing are applied with Target.Update, deleted objects with
 // Target.Delete, and the outcome is written back into each object's status
 // (Done, or Error with the message). Up to Config.Workers operations run at
-// once (exec.go), never two on one object. Periodically
-// (Config.FullReconciliationInterval), and when asked with Prune, it prunes:
-// Target.Prune with every desired object removes what is in the real system
-// but not desired. Apart from that, Done objects older than
-// Config.RefreshInterval are applied again, at most Config.RefreshRate per
-// second, to repair drift (full.go). Config.MinRoundInterval makes bursts of
+// once (exec.go), never two on one object. Every prune interval
+// (Config.FullReconciliationInterval, the contract's name for it), and when
+// asked with Prune, it prunes (prune.go): Target.Prune with every desired
+// object removes what is in the real system but not desired. Apart from
+// that, Done objects older than Config.RefreshInterval are checked again,
+// at most Config.RefreshRate per second, to repair drift (refresh.go), and
+// objects a DriftTarget reports are checked at once (drift.go). Config.MinRoundInterval makes bursts of
 // changes coalesce into fewer rounds.
 //
 // A target that also implements Planner (PlanUpdate, PlanDelete and
 // PlanPrune, each returning a Plan of Changes: add, change or remove, with
 // what differs) says, without changing anything, what an Update, Delete or
 // Prune would change. The reconciler then skips
-// operations whose plan is empty, logs and counts every drift a refresh
-// repairs and every leftover a prune removes, and DryRun returns the plan
-// of a whole table against the real system (what `agent diff` prints).
+// operations whose plan is empty, logs and counts every drift it repairs
+// (Repair, Config.OnRepair) and every leftover a prune removes, and DryRun
+// returns the plan of a whole table against the real system (what `agent
+// diff` prints). A BatchPlanner plans many objects with one read of the
+// real system.
+//
+// Drift is found three ways: by the refresh by age above; by a prune whose
+// plan puts desired state back; and, with a target that implements
+// DriftTarget, the moment the real system says so (kernel notifications,
+// a cheap poll): the target reports which objects may have changed, or all
+// of them, and the reconciler checks exactly those, apart from
+// RefreshInterval and never paced by RefreshRate. A check plans first and
+// touches only objects whose plan is not empty: those are Refreshing while
+// they are repaired, then Done again (check.go, drift.go). Reports that
+// come while a round runs coalesce into the next round.
 //
 // Several reconcilers can work on one table (routes programmed into the
 // kernel and announced to a routing daemon): each keeps its status in its
@@ -68,7 +81,7 @@
 // No prune before initialization. A prune, and so
 // Target.Prune, waits until the table is initialized (every initializer
 // registered with RegisterInitializer is done), so that a half-loaded table
-// never makes the real system lose what is still to be loaded (full.go).
+// never makes the real system lose what is still to be loaded (prune.go).
 //
 // A panic is an error. A panic inside a Target operation becomes the error
 // of that object (of every object of a batch), which is retried like any
@@ -77,5 +90,7 @@
 // Only the goroutine running Run touches the reconciler's state; its
 // workers get copies of what they apply and hand back outcomes under the
 // executor's lock. Prune and WaitUntilReconciled reach it through channels
-// and a mutex, and are safe for concurrent use.
+// and a mutex, and are safe for concurrent use; so do a DriftTarget's
+// reports, from the goroutine that runs WatchDrift, which Run starts and
+// waits for.
 package reconciler

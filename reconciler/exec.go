@@ -82,6 +82,7 @@ type job[Obj any] struct {
 	order []int
 	op    Operation // of the updates: OpUpdate or OpRefresh
 	prune bool      // the one unit is a prune
+	plan  bool      // the units plan updates, and change nothing (check.go)
 	// pruneOut is the outcome of the prune.
 	pruneOut unitOut[Obj]
 
@@ -106,6 +107,9 @@ type unitIn[Obj any] struct {
 	op      Operation         // the unit's operation
 	busy    error             // the key is stuck: fail with this, call nothing
 	batch   []BatchEntry[Obj] // a batch unit
+	plans   []PlanEntry[Obj]  // a batch unit of a plan job
+	planned bool              // the object was planned already: plan is its plan
+	plan    Plan
 }
 
 // unitOut is the outcome of a unit.
@@ -114,6 +118,7 @@ type unitOut[Obj any] struct {
 	skipped bool              // the plan was empty: nothing was written
 	plan    Plan              // the plan that was applied (Planner targets)
 	batch   []BatchEntry[Obj] // a batch unit's entries with their results
+	plans   []PlanEntry[Obj]  // a plan job's batch unit's entries with their plans
 }
 
 // opGrace is how long past OperationTimeout an operation may take to
@@ -381,6 +386,18 @@ func (ex *executor[Obj]) takeLocked(j *job[Obj], unit int) unitIn[Obj] {
 	switch {
 	case j.prune:
 		return unitIn[Obj]{op: op, busy: busy(stuckPruneKey)}
+	case j.plan && j.spans != nil:
+		s := j.spans[unit]
+		plans := make([]PlanEntry[Obj], 0, s.hi-s.lo)
+		for _, i := range j.order[s.lo:s.hi] {
+			w := &j.round[i]
+			e := PlanEntry[Obj]{Object: w.obj, Revision: w.rev}
+			if len(ex.stuck) > 0 {
+				e.Result = busy(r.keyOf(w))
+			}
+			plans = append(plans, e)
+		}
+		return unitIn[Obj]{op: op, plans: plans}
 	case j.spans != nil:
 		s := j.spans[unit]
 		batch := make([]BatchEntry[Obj], 0, s.hi-s.lo)
@@ -397,7 +414,7 @@ func (ex *executor[Obj]) takeLocked(j *job[Obj], unit int) unitIn[Obj] {
 		return unitIn[Obj]{op: op, deleted: s.deleted, batch: batch}
 	default:
 		w := &j.round[unit]
-		in := unitIn[Obj]{op: op, obj: w.obj, deleted: w.deleted}
+		in := unitIn[Obj]{op: op, obj: w.obj, deleted: w.deleted, planned: w.planned, plan: w.plan}
 		if len(ex.stuck) > 0 {
 			in.busy = busy(r.keyOf(w))
 		}
@@ -410,6 +427,10 @@ func (ex *executor[Obj]) storeLocked(j *job[Obj], unit int, out unitOut[Obj]) {
 	switch {
 	case j.prune:
 		j.pruneOut = out
+	case j.plan && j.spans != nil:
+		for k, i := range j.objects(unit) {
+			j.round[i].plan, j.round[i].err = out.plans[k].Plan, out.plans[k].Result
+		}
 	case j.spans != nil:
 		for k, i := range j.objects(unit) {
 			j.round[i].err = out.batch[k].Result

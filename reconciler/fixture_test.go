@@ -193,6 +193,8 @@ func (f *fixture) mustReconcile() {
 // gauges records the reconciler's gauges and counters that the tests
 // check; durations are covered by the Prometheus tests.
 type gauges struct {
+	reconciler.NopMetrics // what the tests do not check
+
 	mu       sync.Mutex
 	errors   int
 	retries  int
@@ -205,6 +207,9 @@ type gauges struct {
 	plans    int
 	prunes   int
 	fullDone int
+	reports  int // DriftChecked
+	checked  int
+	checks   int // rounds
 }
 
 func (g *gauges) locked(f func()) {
@@ -214,7 +219,7 @@ func (g *gauges) locked(f func()) {
 }
 
 func (g *gauges) OperationDone(string, string, reconciler.Operation, time.Duration, int, int) {}
-func (g *gauges) FullReconciliationDone(string, string, time.Duration, error) {
+func (g *gauges) PruneRoundDone(string, string, time.Duration, error) {
 	g.locked(func() { g.fullDone++ })
 }
 func (g *gauges) PruneDone(string, string, time.Duration, error) { g.locked(func() { g.prunes++ }) }
@@ -223,6 +228,15 @@ func (g *gauges) PlanDone(string, string, reconciler.Operation, time.Duration, e
 }
 func (g *gauges) DriftRepaired(_, _ string, n int) { g.locked(func() { g.drift += n }) }
 func (g *gauges) Pruned(_, _ string, n int)        { g.locked(func() { g.pruned += n }) }
+func (g *gauges) DriftChecked(_, _ string, reports, checked int) {
+	g.locked(func() {
+		g.reports += reports
+		g.checked += checked
+		if checked > 0 {
+			g.checks++
+		}
+	})
+}
 func (g *gauges) Skipped(_, _ string, _ reconciler.Operation, n int) {
 	g.locked(func() { g.skipped += n })
 }

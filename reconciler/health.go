@@ -17,6 +17,7 @@ type healthState struct {
 	objects  int
 	pruneErr error
 	stuck    int
+	watchErr error // of the drift watch
 }
 
 // recentFailure is one of the latest failures, for the health report.
@@ -67,18 +68,19 @@ func (r *reconciler[Obj]) reportHealth(force bool) {
 	failing := r.numFailing()
 	objects := r.cfg.Table.NumObjects(r.db.ReadTxn()) // O(1)
 	stuck := r.exec.numStuck()
+	watchErr := r.drift.err()
 	h := &r.health
-	if !force && h.reported && failing == h.failing && objects == h.objects && r.full.err == h.pruneErr && stuck == h.stuck {
+	if !force && h.reported && failing == h.failing && objects == h.objects && r.pruning.err == h.pruneErr && stuck == h.stuck && watchErr == h.watchErr {
 		return
 	}
-	h.reported, h.failing, h.objects, h.pruneErr, h.stuck = true, failing, objects, r.full.err, stuck
+	h.reported, h.failing, h.objects, h.pruneErr, h.stuck, h.watchErr = true, failing, objects, r.pruning.err, stuck, watchErr
 	r.cfg.Metrics.Errors(r.cfg.Name, r.tableName, failing)
 	r.cfg.Metrics.QueuedRetries(r.cfg.Name, r.tableName, r.retries.len())
 	r.cfg.Metrics.StuckOperations(r.cfg.Name, r.tableName, stuck)
 	if r.cfg.Health == nil {
 		return
 	}
-	if failing == 0 && r.full.err == nil && stuck == 0 {
+	if failing == 0 && r.pruning.err == nil && stuck == 0 && watchErr == nil {
 		r.cfg.Health.OK(fmt.Sprintf("%d objects reconciled", objects))
 		return
 	}
@@ -92,13 +94,18 @@ func (r *reconciler[Obj]) reportHealth(force bool) {
 			}
 		}
 	}
-	if r.full.err != nil {
-		latest = r.full.err
-		lines = append([]string{r.full.err.Error()}, lines...)
+	if r.pruning.err != nil {
+		latest = r.pruning.err
+		lines = append([]string{r.pruning.err.Error()}, lines...)
 	}
 	reason := fmt.Sprintf("%d of %d objects failing", failing, objects)
 	if len(lines) > 0 {
 		reason += "; latest: " + strings.Join(lines, "; ")
+	}
+	if watchErr != nil {
+		// Not an object's failure: drift is not seen until it works again.
+		reason = watchErr.Error() + "; " + reason
+		latest = watchErr
 	}
 	if stuck > 0 {
 		ops := r.exec.stuckOps()

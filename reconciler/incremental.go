@@ -75,33 +75,13 @@ func (r *reconciler[Obj]) processRound(ctx context.Context, txn statedb.ReadTxn,
 				r.succeeded(w)
 			}
 			if (refresh || w.refresh) && len(w.plan) > 0 {
-				r.cfg.Logger.Info("Drift repaired", "object", describe(r.cfg.Table, w.obj), "changes", w.plan.String())
-				r.cfg.Metrics.DriftRepaired(r.cfg.Name, r.tableName, 1)
+				r.repaired(w, now)
 			}
 			if w.deleted {
 				continue
 			}
 		} else {
-			key := r.keyOf(w)
-			// Failed updates in a row: the object is in Error. A failed
-			// delete ends the run (the object is gone from the table).
-			if w.deleted {
-				delete(r.failures, key)
-			} else {
-				r.failures[key]++
-			}
-			r.noteFailure(key, w.obj)
-			if !w.deleted && IsTerminal(w.err) {
-				r.retries.remove(key)
-				r.terminal[key] = w.err
-			} else {
-				delete(r.terminal, key)
-				r.retries.add(&retryItem[Obj]{
-					key: key, obj: w.obj, rev: w.rev, deleted: w.deleted, refresh: refresh || w.refresh,
-					attempts: w.attempts + 1, err: w.err,
-					at: now.Add(backoff(w.attempts+1, r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax)),
-				})
-			}
+			r.failedAttempt(w, now, refresh)
 			if w.deleted {
 				continue
 			}
@@ -116,17 +96,45 @@ func (r *reconciler[Obj]) processRound(ctx context.Context, txn statedb.ReadTxn,
 	}
 }
 
+// failedAttempt records that w's operation failed: w goes to the retry
+// queue on its backoff, or, failed terminally, waits until it changes. A
+// retry keeps what w was (a refresh, its plan, how its drift was found), so
+// that drift it repairs is counted when the retry succeeds.
+func (r *reconciler[Obj]) failedAttempt(w *work[Obj], now time.Time, refresh bool) {
+	key := r.keyOf(w)
+	// Failed updates in a row: the object is in Error. A failed delete
+	// ends the run (the object is gone from the table).
+	if w.deleted {
+		delete(r.failures, key)
+	} else {
+		r.failures[key]++
+	}
+	r.noteFailure(key, w.obj)
+	if !w.deleted && IsTerminal(w.err) {
+		r.retries.remove(key)
+		r.terminal[key] = w.err
+		return
+	}
+	delete(r.terminal, key)
+	r.retries.add(&retryItem[Obj]{
+		key: key, obj: w.obj, rev: w.rev, deleted: w.deleted, refresh: refresh || w.refresh,
+		plan: w.plan, found: w.found,
+		attempts: w.attempts + 1, err: w.err,
+		at: now.Add(retryWait(w.attempts+1, r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax)),
+	})
+}
+
 // newJob makes the executor's job of a round: one unit per object, or, for
 // a batch target, the deletes and then the updates in batches split evenly
-// across the workers. Refreshes of a Planner target go one object at a
-// time even with a batch target, so that each is planned and drift is
-// seen.
+// across the workers. Refreshes of a Planner target that were not planned
+// before the round (see check.go) go one object at a time even with a
+// batch target, so that each is planned and drift is seen.
 func (r *reconciler[Obj]) newJob(ctx context.Context, txn statedb.ReadTxn, round []work[Obj], refresh bool) *job[Obj] {
 	j := &job[Obj]{ctx: ctx, txn: txn, round: round, n: len(round), op: OpUpdate}
 	if refresh {
 		j.op = OpRefresh
 	}
-	if r.batch == nil || (refresh && r.planner != nil) {
+	if r.batch == nil || (refresh && r.planner != nil && !allPlanned(round)) {
 		return j
 	}
 	order := make([]int, 0, len(round))
@@ -142,19 +150,33 @@ func (r *reconciler[Obj]) newJob(ctx context.Context, txn statedb.ReadTxn, round
 		}
 	}
 	j.order = order
-	split := func(lo, hi int, deleted bool) {
-		if hi == lo {
-			return
-		}
-		parts := min(r.cfg.Workers, hi-lo)
-		for p := range parts {
-			j.spans = append(j.spans, span{lo: lo + (hi-lo)*p/parts, hi: lo + (hi-lo)*(p+1)/parts, deleted: deleted})
-		}
-	}
-	split(0, deletes, true)
-	split(deletes, len(order), false)
+	j.spans = splitSpans(j.spans, 0, deletes, r.cfg.Workers, true)
+	j.spans = splitSpans(j.spans, deletes, len(order), r.cfg.Workers, false)
 	j.n = len(j.spans)
 	return j
+}
+
+// splitSpans appends to spans the batch units that split [lo, hi) evenly
+// across up to workers workers.
+func splitSpans(spans []span, lo, hi, workers int, deleted bool) []span {
+	if hi == lo {
+		return spans
+	}
+	parts := min(workers, hi-lo)
+	for p := range parts {
+		spans = append(spans, span{lo: lo + (hi-lo)*p/parts, hi: lo + (hi-lo)*(p+1)/parts, deleted: deleted})
+	}
+	return spans
+}
+
+// allPlanned reports whether every object of round was planned before it.
+func allPlanned[Obj any](round []work[Obj]) bool {
+	for i := range round {
+		if !round[i].planned {
+			return false
+		}
+	}
+	return len(round) > 0
 }
 
 // writeResult writes the outcome of w (Done, or Error with the message) into
@@ -231,7 +253,7 @@ func (r *reconciler[Obj]) processRetries(ctx context.Context) {
 		case it.deleted && !found:
 			round = append(round, work[Obj]{obj: it.obj, rev: it.rev, deleted: true, key: it.key, attempts: it.attempts})
 		case !it.deleted && found && r.retryable(it, cur):
-			round = append(round, work[Obj]{obj: cur, rev: rev, key: it.key, attempts: it.attempts, refresh: it.refresh})
+			round = append(round, work[Obj]{obj: cur, rev: rev, key: it.key, attempts: it.attempts, refresh: it.refresh, plan: it.plan, found: it.found})
 		}
 	}
 	if len(round) > 0 {

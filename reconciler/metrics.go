@@ -19,20 +19,35 @@ const (
 // from its workers (Config.Workers): implementations must be safe for
 // concurrent use. NopMetrics is the default;
 // reconcilercell.NewPrometheusMetrics reports to a Prometheus registry.
+//
+// The interface grows as the reconciler measures more. An implementation
+// embeds NopMetrics and overrides the methods it cares about, so that a
+// new method never breaks it (it discards the new measurement until it
+// overrides that method too).
 type Metrics interface {
 	// OperationDone is one target operation on n objects (n > 1 for a
 	// batch) that took d; errors is how many of them failed.
 	OperationDone(reconciler, table string, op Operation, d time.Duration, n, errors int)
-	// FullReconciliationDone is one prune (requested or by the interval)
+	// PruneRoundDone is one prune round (requested or by the interval)
 	// that took d, plan included; err is its failure.
-	FullReconciliationDone(reconciler, table string, d time.Duration, err error)
+	PruneRoundDone(reconciler, table string, d time.Duration, err error)
 	// PruneDone is one Target.Prune call that took d.
 	PruneDone(reconciler, table string, d time.Duration, err error)
 	// PlanDone is one plan of op (Planner targets) that took d.
 	PlanDone(reconciler, table string, op Operation, d time.Duration, err error)
-	// DriftRepaired counts n objects whose refresh found the real system
-	// changed behind the reconciler's back (Planner targets).
+	// DriftRepaired counts n repairs of drift (Planner targets): objects
+	// whose check found the real system changed behind the reconciler's
+	// back and put it back, whether the drift was found by a refresh by
+	// age, reported by a DriftTarget, or put back by a prune (counted per
+	// change marked Repair); see Repair.
 	DriftRepaired(reconciler, table string, n int)
+	// DriftChecked is one round of a DriftTarget's reports: reports is how
+	// many reports came since the last round (ChangedAll and ChangedPrefix
+	// calls, and Changed calls for objects of the table; others are
+	// dropped uncounted),
+	// checked how many objects the round checked against the real system.
+	// A flood of reports about few objects is coalesced into few checks.
+	DriftChecked(reconciler, table string, reports, checked int)
 	// Pruned counts the n changes of a prune's plan once the prune
 	// succeeded: the leftovers it removed, one change each as the example
 	// targets plan them (Planner targets).
@@ -62,8 +77,8 @@ type NopMetrics struct{}
 // OperationDone implements Metrics.
 func (NopMetrics) OperationDone(string, string, Operation, time.Duration, int, int) {}
 
-// FullReconciliationDone implements Metrics.
-func (NopMetrics) FullReconciliationDone(string, string, time.Duration, error) {}
+// PruneRoundDone implements Metrics.
+func (NopMetrics) PruneRoundDone(string, string, time.Duration, error) {}
 
 // PruneDone implements Metrics.
 func (NopMetrics) PruneDone(string, string, time.Duration, error) {}
@@ -73,6 +88,9 @@ func (NopMetrics) PlanDone(string, string, Operation, time.Duration, error) {}
 
 // DriftRepaired implements Metrics.
 func (NopMetrics) DriftRepaired(string, string, int) {}
+
+// DriftChecked implements Metrics.
+func (NopMetrics) DriftChecked(string, string, int, int) {}
 
 // Pruned implements Metrics.
 func (NopMetrics) Pruned(string, string, int) {}

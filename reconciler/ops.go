@@ -81,23 +81,31 @@ func errCount(err error) int {
 }
 
 // runUnit runs one unit of j on a worker goroutine. With a Planner target
-// an Update or Delete of one object is planned first and not made when the
-// plan is empty. Batch units are not planned: a batch target compares with
-// the real system itself, and planning each object would undo the point of
-// the batch.
+// an Update or Delete of one object is planned first (unless it was, see
+// check.go) and not made when the plan is empty. Batch units are not
+// planned: a batch target compares with the real system itself, and
+// planning each object would undo the point of the batch. The units of a
+// plan job only plan.
 func (r *reconciler[Obj]) runUnit(ctx context.Context, j *job[Obj], in unitIn[Obj]) unitOut[Obj] {
 	switch {
 	case in.busy != nil:
 		return unitOut[Obj]{err: in.busy}
 	case j.prune:
 		return r.runPrune(ctx, j.txn)
+	case j.plan && in.plans != nil:
+		r.runBatchPlan(ctx, j.txn, in.plans)
+		return unitOut[Obj]{plans: in.plans}
+	case j.plan:
+		// A check's failure is the object's, as its Update's would be.
+		p, err := r.plan(ctx, j.txn, in.op, in.obj)
+		return unitOut[Obj]{plan: p, err: err}
 	case in.batch != nil:
 		r.runBatch(ctx, j.txn, in.op, in.batch)
 		return unitOut[Obj]{batch: in.batch}
 	}
 	op := in.op
-	var p Plan
-	if r.planner != nil {
+	p := in.plan
+	if r.planner != nil && !in.planned {
 		var err error
 		if p, err = r.plan(ctx, j.txn, op, in.obj); err != nil {
 			return unitOut[Obj]{err: fmt.Errorf("plan of %s: %w", op, err)}

@@ -23,10 +23,17 @@ const (
 // Change is one change that a target operation would make to the real
 // system, in the target's words: what (Object) and, for ActionChange, how
 // it differs (Detail, e.g. "1 -> 0" or "mtu 1400 -> 1500").
+//
+// Repair marks a change of a prune's plan that puts a desired object back
+// as it is desired (a rule deleted by hand that the prune restores), as
+// opposed to one that removes or undoes what is not desired (a leftover):
+// the reconciler counts the first as drift repaired, the others as
+// pruned. The changes of update plans need not set it.
 type Change struct {
 	Action Action `json:"action" yaml:"action"`
 	Object string `json:"object" yaml:"object"`
 	Detail string `json:"detail,omitempty" yaml:"detail,omitempty"`
+	Repair bool   `json:"repair,omitempty" yaml:"repair,omitempty"`
 }
 
 // String returns "add route 10.0.0.0/8", "change sysctl net.ipv4.ip_forward: 0 -> 1".
@@ -59,9 +66,13 @@ func (p Plan) String() string {
 // With a Planner target the reconciler
 //   - skips an Update or Delete whose plan is empty (nothing to write), so a
 //     restarted agent adopts what is already applied without touching it;
-//   - logs and counts every repair of drift that a refresh finds (a
-//     non-empty plan for an object that was Done) and every leftover that a
-//     prune removes (Metrics.DriftRepaired, Metrics.Pruned);
+//   - checks Done objects for drift (a refresh by age, or objects a
+//     DriftTarget reported) by planning them, and repairs only those whose
+//     plan is not empty, Refreshing until Done again (check.go);
+//   - logs and counts every repair of drift (Metrics.DriftRepaired,
+//     Config.OnRepair) and every leftover that a prune removes
+//     (Metrics.Pruned); a change of a prune's plan marked Repair is a
+//     repair, not a leftover;
 //   - and DryRun computes the plan of a whole table.
 //
 // A target that can only recognise its own leftovers (by owner marks, or a
@@ -94,8 +105,11 @@ func DryRun[Obj any](ctx context.Context, db *statedb.DB, table statedb.Table[Ob
 		errs = append(errs, "prune: "+err.Error())
 	}
 	plan = append(plan, p...)
+	// Repair does not make a change another: a prune's plan may list what
+	// an object's plan lists too.
 	seen := make(map[Change]bool, len(p))
 	for _, c := range p {
+		c.Repair = false
 		seen[c] = true
 	}
 	for obj := range table.All(txn) {
@@ -108,8 +122,10 @@ func DryRun[Obj any](ctx context.Context, db *statedb.DB, table statedb.Table[Ob
 			continue
 		}
 		for _, c := range p {
-			if !seen[c] {
-				seen[c] = true
+			k := c
+			k.Repair = false
+			if !seen[k] {
+				seen[k] = true
 				plan = append(plan, c)
 			}
 		}

@@ -31,6 +31,11 @@ func New[Obj any](db *statedb.DB, cfg Config[Obj]) (Reconciler[Obj], error) {
 	}
 	r.batch, _ = cfg.Target.(BatchTarget[Obj])
 	r.planner, _ = cfg.Target.(Planner[Obj])
+	if r.planner != nil {
+		r.batchPlanner, _ = cfg.Target.(BatchPlanner[Obj])
+	}
+	r.driftTarget, _ = cfg.Target.(DriftTarget[Obj])
+	r.drift.wake = make(chan struct{}, 1)
 	r.exec = newExecutor(r)
 	return r, nil
 }
@@ -43,14 +48,18 @@ type reconciler[Obj any] struct {
 	tableName string           // cfg.Table.Name(), for metrics
 	batch     BatchTarget[Obj] // nil unless the target implements it
 	planner   Planner[Obj]     // nil unless the target implements it
-	exec      *executor[Obj]   // runs the target operations
+	// batchPlanner is nil unless the target implements it (and Planner).
+	batchPlanner BatchPlanner[Obj]
+	driftTarget  DriftTarget[Obj] // nil unless the target implements it
+	exec         *executor[Obj]   // runs the target operations
 
 	retries  *retryQueue[Obj]
 	terminal map[string]error // objects failed terminally, by primary key
 	failures map[string]int   // failed updates in a row of each object in Error, by primary key
 	recent   []recentFailure  // the latest failures, newest last
-	full     pruneState
+	pruning  pruneState
 	refresh  refreshState
+	drift    driftState
 	health   healthState
 	round    []work[Obj] // reused buffer of the current round
 
@@ -75,6 +84,8 @@ type work[Obj any] struct {
 	err      error  // outcome of this attempt
 	skipped  bool   // the plan was empty: nothing written
 	plan     Plan   // what the operation changed (Planner targets)
+	planned  bool   // plan was made before the round (check.go): not planned again
+	found    FoundBy
 }
 
 func (r *reconciler[Obj]) Prune() {
@@ -161,6 +172,18 @@ func (r *reconciler[Obj]) Run(ctx context.Context) error {
 
 	r.exec.start()
 	defer r.exec.stop()
+	if r.driftTarget != nil {
+		watchCtx, stopWatch := context.WithCancel(ctx)
+		watching := make(chan struct{})
+		go func() {
+			defer close(watching)
+			r.watchDrift(watchCtx)
+		}()
+		defer func() {
+			stopWatch()
+			<-watching
+		}()
+	}
 
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -172,7 +195,7 @@ func (r *reconciler[Obj]) Run(ctx context.Context) error {
 		// The first prune comes as soon as the table is initialized: it
 		// removes what an earlier run left behind (deletes that happened
 		// while nothing was running).
-		r.full.requested = true
+		r.pruning.requested = true
 	}
 	r.reportHealth(true)
 
@@ -187,6 +210,7 @@ func (r *reconciler[Obj]) Run(ctx context.Context) error {
 			break
 		}
 		r.processRetries(ctx)
+		r.driftStep(ctx)
 		initWatch := r.pruneStep(ctx)
 		refreshAt := r.refreshStep(ctx)
 		r.reportHealth(false)
@@ -197,8 +221,8 @@ func (r *reconciler[Obj]) Run(ctx context.Context) error {
 		// Sleep until the earliest of: a retry due, a failed prune's
 		// backoff over, the next refresh.
 		wake, ok := r.retries.next()
-		if r.full.requested && !r.full.retryAt.IsZero() && (!ok || r.full.retryAt.Before(wake)) {
-			wake, ok = r.full.retryAt, true
+		if r.pruning.requested && !r.pruning.retryAt.IsZero() && (!ok || r.pruning.retryAt.Before(wake)) {
+			wake, ok = r.pruning.retryAt, true
 		}
 		if !refreshAt.IsZero() && (!ok || refreshAt.Before(wake)) {
 			wake, ok = refreshAt, true
@@ -215,10 +239,11 @@ func (r *reconciler[Obj]) Run(ctx context.Context) error {
 		case <-timerC:
 		case <-initWatch:
 		case <-r.exec.unstuck:
+		case <-r.drift.wake:
 		case <-pruneTick:
-			r.full.requested = true
+			r.pruning.requested = true
 		case <-r.pruneReq:
-			r.full.requested = true
+			r.pruning.requested = true
 		}
 		if !timer.Stop() {
 			select {

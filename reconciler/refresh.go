@@ -9,8 +9,9 @@ import (
 
 // refreshState is the progress of refreshing by age: passes over the table
 // in primary key order, each object whose Done status is older than
-// Config.RefreshInterval applied again, at most Config.RefreshRate per
-// second (a token bucket holding up to one second's worth, at least one).
+// Config.RefreshInterval applied again (with a Planner target: checked,
+// see check.go), at most Config.RefreshRate per second (a token bucket
+// holding up to one second's worth, at least one).
 //
 // A pass starts with a count of the objects due (for the RefreshQueue
 // metric) and goes on in rounds as the tokens allow; the next pass starts
@@ -57,8 +58,14 @@ func (r *reconciler[Obj]) refreshStep(ctx context.Context) time.Time {
 		s.cursor = []byte{} // the pass starts at the first key
 	}
 	// Refresh in rounds of a tenth of a second's worth (or what is
-	// waiting, if less) rather than one by one as tokens trickle in.
-	need := max(1, min(burst/10, float64(s.waiting)))
+	// waiting, if less) rather than one by one as tokens trickle in; with
+	// a BatchPlanner, whose rounds cost one read of the real system each,
+	// in rounds of a second's worth.
+	share := burst / 10
+	if r.batchPlanner != nil {
+		share = burst
+	}
+	need := max(1, min(share, float64(s.waiting)))
 	if s.tokens < need {
 		return now.Add(time.Duration((need - s.tokens) / r.cfg.RefreshRate * float64(time.Second)))
 	}
@@ -81,13 +88,18 @@ func (r *reconciler[Obj]) refreshStep(ctx context.Context) time.Time {
 		if st.Kind != StatusKindDone || now.Before(st.UpdatedAt.Add(r.cfg.RefreshInterval)) {
 			continue
 		}
-		round = append(round, work[Obj]{obj: obj, rev: rev, key: string(key)})
+		round = append(round, work[Obj]{obj: obj, rev: rev, key: string(key), found: FoundByRefresh})
 	}
 	s.tokens -= float64(len(round))
 	s.waiting = max(s.waiting-len(round), 0)
 	r.cfg.Metrics.RefreshQueue(r.cfg.Name, r.tableName, s.waiting)
 	if len(round) > 0 {
-		r.processRound(ctx, txn, round, true)
+		if r.planner != nil {
+			// Plan first, and repair only what differs (check.go).
+			r.checkRound(ctx, txn, round, true)
+		} else {
+			r.processRound(ctx, txn, round, true)
+		}
 	}
 	if finished {
 		s.cursor, s.waiting = nil, 0

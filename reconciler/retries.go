@@ -4,7 +4,7 @@ import (
 	"container/heap"
 	"time"
 
-	retry "github.com/steadystate/steadystate/internal/backoff"
+	"github.com/steadystate/steadystate/internal/backoff"
 	"github.com/steadystate/steadystate/statedb"
 )
 
@@ -15,6 +15,8 @@ type retryItem[Obj any] struct {
 	rev      statedb.Revision
 	deleted  bool // a Delete to retry; otherwise an Update
 	refresh  bool // the Update was a refresh: drift it repairs is counted
+	plan     Plan // the refresh's plan, if it was planned: the drift found
+	found    FoundBy
 	attempts int
 	at       time.Time // when to retry
 	err      error     // the last failure
@@ -76,6 +78,20 @@ func (q *retryQueue[Obj]) expedite(now time.Time) {
 	heap.Init(&q.heap)
 }
 
+// expediteKey makes the pending retry of key, if any, due at now at the
+// latest, and reports whether there was one.
+func (q *retryQueue[Obj]) expediteKey(key string, now time.Time) bool {
+	it, ok := q.byKey[key]
+	if !ok {
+		return false
+	}
+	if it.at.After(now) {
+		it.at = now
+		heap.Fix(&q.heap, it.pos)
+	}
+	return true
+}
+
 // lowestRevision returns the lowest revision of a pending retry (0 if none).
 func (q *retryQueue[Obj]) lowestRevision() statedb.Revision {
 	var lowest statedb.Revision
@@ -102,16 +118,16 @@ func (q *retryQueue[Obj]) popDue(now time.Time, limit int) []*retryItem[Obj] {
 // of failed attempts: the project's one backoff (internal/backoff) between
 // Config.RetryBackoffMin and RetryBackoffMax, so a reconciler and a hive job
 // given the same bounds wait the same.
-func backoff(attempts int, minD, maxD time.Duration) time.Duration {
-	return retry.Backoff{Min: minD, Max: maxD}.Duration(attempts)
+func retryWait(attempts int, minD, maxD time.Duration) time.Duration {
+	return backoff.Backoff{Min: minD, Max: maxD}.Duration(attempts)
 }
 
 // The reconciler's documented defaults are the shared backoff's: this fails
 // to compile if they drift apart (a constant array length must not be
 // negative, and [0]byte takes only a zero-length array).
 var (
-	_ [0]byte = [DefaultRetryBackoffMin - retry.DefaultMin]byte{}
-	_ [0]byte = [DefaultRetryBackoffMax - retry.DefaultMax]byte{}
+	_ [0]byte = [DefaultRetryBackoffMin - backoff.DefaultMin]byte{}
+	_ [0]byte = [DefaultRetryBackoffMax - backoff.DefaultMax]byte{}
 )
 
 type retryHeap[Obj any] []*retryItem[Obj]

@@ -12,6 +12,7 @@ import (
 
 	"rsc.io/script"
 
+	"github.com/steadystate/steadystate/index"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/reconciler/reconcilertest"
 )
@@ -21,10 +22,12 @@ import (
 func (sc *scenario) commands() map[string]script.Cmd {
 	return map[string]script.Cmd{
 		"start": command("create the reconciler from the test config and run it until the test ends",
-			"[backoff=D|MIN..MAX] [round=N] [timeout=D] [interval=D] [refresh=D] [rate=N] [workers=N] [min-round=D] [planner=on]",
+			"[backoff=D|MIN..MAX] [round=N] [timeout=D] [interval=D] [refresh=D] [rate=N] [workers=N] [min-round=D] [planner=on] [drift=on]",
 			[]string{"The options set RetryBackoffMin and Max (default 1ms..10ms), IncrementalRoundSize, OperationTimeout,",
 				"FullReconciliationInterval (prune), RefreshInterval, RefreshRate, Workers and MinRoundInterval;",
-				"planner=on gives the target reconciler.Planner (it plans by comparing values with the real system)."},
+				"planner=on gives the target reconciler.Planner (it plans by comparing values with the real system;",
+				"a batch target also plans in batches, reconciler.BatchPlanner); drift=on makes the target report",
+				"drift (reconciler.DriftTarget): what target drift and drift-all say."},
 			sc.start),
 		"stop": command("stop the reconciler and wait for Run to return", "", nil, func(args []string) error {
 			if sc.f.rec == nil || len(args) > 0 {
@@ -52,7 +55,7 @@ func (sc *scenario) start(args []string) error {
 	if f.rec != nil {
 		return errors.New("the reconciler is already started")
 	}
-	opts, err := options(args, "backoff", "round", "timeout", "interval", "refresh", "rate", "workers", "min-round", "planner")
+	opts, err := options(args, "backoff", "round", "timeout", "interval", "refresh", "rate", "workers", "min-round", "planner", "drift")
 	if err != nil {
 		return err
 	}
@@ -77,6 +80,8 @@ func (sc *scenario) start(args []string) error {
 			f.cfg.MinRoundInterval, err = time.ParseDuration(v)
 		case "planner":
 			f.withPlanner()
+		case "drift":
+			f.target.ReportsDrift()
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
@@ -245,6 +250,36 @@ func (sc *scenario) targetCommands() map[string]script.Cmd {
 			}
 			return nil
 		}),
+		"drift": command("report that the keys' real state may have changed (as the real system's notifications would)", "KEY...", nil, func(keys []string) error {
+			if len(keys) == 0 {
+				return script.ErrUsage
+			}
+			for _, k := range keys {
+				target.ReportDrift(index.String(k))
+			}
+			return nil
+		}),
+		"drift-prefix": command("report that the real state of the objects whose keys start with PREFIX may have changed", "PREFIX...", nil, func(prefixes []string) error {
+			if len(prefixes) == 0 {
+				return script.ErrUsage
+			}
+			for _, p := range prefixes {
+				target.ReportDriftPrefix(index.String(p))
+			}
+			return nil
+		}),
+		"drift-all": command("report that any object's real state may have changed (notifications were lost)", "", nil, func([]string) error {
+			target.ReportAllDrift()
+			return nil
+		}),
+		"fail-watch": command("make the drift watch fail, and fail again when restarted, until heal-watch", "", nil, func([]string) error {
+			target.FailDriftWatch(errors.New("injected watch failure"))
+			return nil
+		}),
+		"heal-watch": command("let the drift watch work again when it is next restarted", "", nil, func([]string) error {
+			target.HealDriftWatch()
+			return nil
+		}),
 		"remove": command("remove keys from the real system behind the reconciler's back", "KEY...", nil, func(keys []string) error {
 			if len(keys) == 0 {
 				return script.ErrUsage
@@ -355,23 +390,28 @@ func (sc *scenario) expectCommands() map[string]script.Cmd {
 			_, retries := f.metrics.read()
 			return expectGauge("queued retries", retries, args)
 		}),
-		"metrics": command("the counters and gauges named are these", "[drift=N] [pruned=N] [skipped=N] [stuck=N] [refresh-queue=N] [workers-max=N]", nil, func(args []string) error {
-			opts, err := options(args, "drift", "pruned", "skipped", "stuck", "refresh-queue", "workers-max")
-			if err != nil || len(opts) == 0 {
-				return errors.Join(script.ErrUsage, err)
-			}
-			m := f.metrics
-			m.mu.Lock()
-			got := map[string]int{"drift": m.drift, "pruned": m.pruned, "skipped": m.skipped, "stuck": m.stuck,
-				"refresh-queue": m.refresh, "workers-max": m.busyMax}
-			m.mu.Unlock()
-			for name, v := range opts {
-				if err := expectGauge(name, got[name], []string{v}); err != nil {
-					return err
+		"metrics": command("the counters and gauges named are these",
+			"[drift=N] [pruned=N] [skipped=N] [stuck=N] [refresh-queue=N] [workers-max=N] [reports=N] [checked=N] [checks=N] [plans=N]",
+			[]string{"reports, checked and checks are the drift reports, the objects checked and the rounds that checked any",
+				"(Metrics.DriftChecked); plans is how many times the target's planner was called (a batch plan once)."},
+			func(args []string) error {
+				opts, err := options(args, "drift", "pruned", "skipped", "stuck", "refresh-queue", "workers-max", "reports", "checked", "checks", "plans")
+				if err != nil || len(opts) == 0 {
+					return errors.Join(script.ErrUsage, err)
 				}
-			}
-			return nil
-		}),
+				m := f.metrics
+				m.mu.Lock()
+				got := map[string]int{"drift": m.drift, "pruned": m.pruned, "skipped": m.skipped, "stuck": m.stuck,
+					"refresh-queue": m.refresh, "workers-max": m.busyMax, "reports": m.reports, "checked": m.checked,
+					"checks": m.checks, "plans": f.target.Plans()}
+				m.mu.Unlock()
+				for name, v := range opts {
+					if err := expectGauge(name, got[name], []string{v}); err != nil {
+						return err
+					}
+				}
+				return nil
+			}),
 		"blocked": command("exactly N target operations are blocked by a fault right now", "N", nil, func(args []string) error {
 			return expectGauge("blocked operations", f.target.Blocked(), args)
 		}),

@@ -67,7 +67,7 @@ func (it *changeIterator[Obj]) Next(txn ReadTxn) (iter.Seq2[Change[Obj], Revisio
 		return func(func(Change[Obj], Revision) bool) {}, closedWatch()
 	}
 	t := it.table
-	if w, ok := txn.(*writeTxn); ok && !w.closed {
+	if w, ok := txn.(*writeTxn); ok && w.open() {
 		// Uncommitted writes may still be aborted and their revisions
 		// reused: read only what was committed when the txn began. (A
 		// finished txn reads as what it committed; see tableEntry.)
@@ -118,12 +118,12 @@ func (it *changeIterator[Obj]) Next(txn ReadTxn) (iter.Seq2[Change[Obj], Revisio
 			}
 			switch {
 			case lok && (!dok || lo.revision < do.revision):
-				if !yield(Change[Obj]{Object: lo.data.(Obj), Revision: lo.revision}, lo.revision) {
+				if !yield(Change[Obj]{Object: t.obj(lo), Revision: lo.revision}, lo.revision) {
 					return
 				}
 				_, lo, lok = liveIt.Next()
 			case dok:
-				if !yield(Change[Obj]{Object: do.data.(Obj), Revision: do.revision, Deleted: true}, do.revision) {
+				if !yield(Change[Obj]{Object: t.obj(do), Revision: do.revision, Deleted: true}, do.revision) {
 					return
 				}
 				_, do, dok = deadIt.Next()

@@ -97,7 +97,7 @@ func graveyardEntries(db *DB, tbl TableMeta) (revs []Revision, pks [][]byte) {
 	it := e.indexes[tbl.meta().graveyardRevisionIndex()].Root().Iterator()
 	for _, o, ok := it.Next(); ok; _, o, ok = it.Next() {
 		revs = append(revs, o.revision)
-		pks = append(pks, e.meta.primaryKeyOf(o.data))
+		pks = append(pks, e.meta.primaryKeyOf(o))
 	}
 	return revs, pks
 }

@@ -27,8 +27,10 @@ type DB struct {
 }
 
 // dbRoot is one consistent state of every table: the ReadTxn. A new root is
-// built on each commit and published with one atomic store.
-type dbRoot []tableEntry
+// built on each commit and published with one atomic store. It holds the
+// committed entries by pointer, so that building it copies a word per
+// table; a commit allocates a new entry for each table it changed only.
+type dbRoot []*tableEntry
 
 // Option configures a DB.
 type Option func(*options)
@@ -102,7 +104,7 @@ func (r *dbRoot) tableEntry(meta TableMeta) *tableEntry {
 	if m.pos >= len(*r) {
 		return nil
 	}
-	e := &(*r)[m.pos]
+	e := (*r)[m.pos]
 	if e.meta != m {
 		panic(fmt.Sprintf("statedb: table %q read with a ReadTxn of another DB; take the ReadTxn from the DB the table was created in", m.name))
 	}

@@ -79,7 +79,14 @@ func NewDeriver[In, Out any](db *DB, in Table[In], out RWTable[Out], transform D
 // failed write to Out (which for a correct transform does not happen).
 func (d *Deriver[In, Out]) Run(ctx context.Context) error {
 	if !d.mu.TryLock() {
-		return d.errorf("%w", ErrDeriverRunning)
+		select {
+		case <-d.closed:
+			// Close holds the lock for a moment (or a Run does, and
+			// stops): this Run comes after Close either way.
+			return d.errorf("%w", ErrDeriverClosed)
+		default:
+			return d.errorf("%w", ErrDeriverRunning)
+		}
 	}
 	defer d.mu.Unlock()
 	for {

@@ -82,7 +82,7 @@ func (tt *txnTable) collectGraveyard() {
 			break
 		}
 		tt.txn(gri).Delete(k)
-		pk := m.primaryKeyOf(o.data)
+		pk := m.primaryKeyOf(o)
 		// The primary-keyed entry may belong to a later delete of the same
 		// key; only remove it if it is this one.
 		if cur, found := tt.txn(gi).Get(pk); found && cur.revision == o.revision {
@@ -98,11 +98,12 @@ func (db *DB) collectGraveyardNow(m *tableMeta) {
 	if !m.lock.TryLock() {
 		return
 	}
-	g := newGuard(db)
-	g.add(m)
-	w := db.newWriteTxn(g, timeNow(db))
-	w.tables[0].collectGraveyard()
-	if w.tables[0].dirty {
+	s := getTxnState()
+	s.guard.add(m)
+	s.guard.hold(db)
+	w := db.newWriteTxn(s, timeNow(db))
+	s.tables[0].collectGraveyard()
+	if s.tables[0].dirty {
 		w.Commit()
 	} else {
 		w.Abort()

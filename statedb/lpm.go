@@ -153,7 +153,7 @@ func parseLPMKey(s string) (index.Key, error) {
 // of the prefixes it contains, and byte order is the documented index
 // order (address, then length; a prefix before the longer prefixes within
 // it). The keys hold no 0x00 byte, so every entry is stored like that of a
-// non-unique index (key, 0x00 0x00, primary key; see encodeNonUnique),
+// non-unique index (key, 0x00 0x00, primary key; see appendNonUnique),
 // unique or not: the entries of prefix k are the tree keys that start with
 // k+0x00, and radix's Matches finds, in one walk down the query's bits,
 // every length d whose q[:d]+0x00 starts some tree key. Each byte is
@@ -315,7 +315,7 @@ func (t *table[Obj]) matches(txn ReadTxn, q Query[Obj], watch bool) (iter.Seq2[O
 		lpmMatches(root, key, func(_ int, group *treeNode) bool {
 			more := true
 			group.All(func(_ []byte, o object) bool {
-				more = yield(o.data.(Obj), o.revision)
+				more = yield(t.obj(o), o.revision)
 				return more
 			})
 			return more

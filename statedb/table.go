@@ -3,6 +3,7 @@ package statedb
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 
@@ -27,11 +28,11 @@ type tableMeta struct {
 	lpm        []bool // an LPMIndex (lpm.go)
 	// plain is set where the tree key of an object is its index key
 	// (unique indexes but LPM ones); elsewhere it is the index key, a
-	// terminator and the primary key (see encodeNonUnique).
+	// terminator and the primary key (see appendNonUnique).
 	plain []bool
 
 	// primaryKeyOf returns the primary key of a stored object.
-	primaryKeyOf func(data any) index.Key
+	primaryKeyOf func(o object) index.Key
 	// trackers are the registered change iterators (see graveyard.go).
 	trackers trackers
 }
@@ -64,28 +65,46 @@ func (m *tableMeta) indexPos(name string) int {
 }
 
 // tableEntry is the state of one table in one snapshot. Committed entries are
-// immutable; a WriteTxn works on a private copy.
+// immutable and each is an allocation of its own, made at the commit that
+// published it (tableEntry.committed); a WriteTxn works on a copy inside its
+// pooled state.
 //
-// A committed entry refers to nothing but its own state: its indexes array
-// is allocated for it at commit and never shared with a WriteTxn, whose
-// buffers hold other tables' states of the past. That is what keeps memory
-// bounded by live data (package doc, "Memory depends on live data"): were an
-// entry to point into the transaction that committed it, every kept entry
-// would keep that transaction's whole root, and with it the entries of every
-// other table as of then, and so on back through history.
+// A committed entry refers to nothing but its own state: its trees, its
+// initializers, its table. It never points into a WriteTxn, whose buffers
+// are reused and whose committed root holds other tables' entries of the
+// past. That is what keeps memory bounded by live data (package doc,
+// "Memory depends on live data"): were an entry to point into the
+// transaction that committed it, every kept entry would keep that
+// transaction's whole root, and with it the entries of every other table
+// as of then, and so on back through history.
 type tableEntry struct {
-	meta     *tableMeta
-	indexes  []tree // by value: a tree is a root pointer and a size
+	meta *tableMeta
+	// indexes are the index trees by position (see tableMeta): trees[:n]
+	// for a table of up to inlineTrees indexes, else an array of their own.
+	// A tree is a root pointer and a size, held by value.
+	indexes  []tree
 	revision Revision
-
-	initPending []*initializer // initializers not yet done
-	// initWatch is closed when initPending becomes empty; nil while no
-	// initializer was ever registered (the table is initialized).
-	initWatch chan struct{}
-
+	// init is nil while no initializer was ever registered (the table is
+	// initialized); committed, it is never changed (a WriteTxn that
+	// registers or finishes an initializer works on a copy).
+	init *tableInit
 	// wt is set on the working copy inside a WriteTxn: reads then see the
 	// transaction's uncommitted writes.
-	wt *txnTable
+	wt    *txnTable
+	trees [inlineTrees]tree
+}
+
+// inlineTrees is the number of index trees a table entry holds without an
+// array of its own: a primary index, one secondary index and the three
+// reserved ones. A commit of such a table allocates one entry and nothing
+// more for its state.
+const inlineTrees = 5
+
+// tableInit is the initialization state of a table: the initializers not
+// yet done, and the channel that closes when the last of them is.
+type tableInit struct {
+	pending []*initializer
+	watch   chan struct{}
 }
 
 // initializer is one registration of RWTable.RegisterInitializer. Pending
@@ -93,15 +112,32 @@ type tableEntry struct {
 // distinct.
 type initializer struct{ name string }
 
-func newTableEntry(m *tableMeta) tableEntry {
-	e := tableEntry{
-		meta:    m,
-		indexes: make([]tree, len(m.indexNames)),
-	}
+func newTableEntry(m *tableMeta) *tableEntry {
+	e := &tableEntry{meta: m}
+	e.setIndexes(make([]tree, len(m.indexNames)))
 	for i := range e.indexes {
 		e.indexes[i] = newTree()
 	}
 	return e
+}
+
+// setIndexes makes e's trees a copy of trees: inline when they fit, else
+// in a new array.
+func (e *tableEntry) setIndexes(trees []tree) {
+	if len(trees) <= inlineTrees {
+		e.indexes = e.trees[:len(trees)]
+		copy(e.indexes, trees)
+		return
+	}
+	e.indexes = slices.Clone(trees)
+}
+
+// committed returns a new committed entry holding e's state: its trees (in
+// an array of its own if they do not fit inline) and no WriteTxn.
+func (e *tableEntry) committed() *tableEntry {
+	c := &tableEntry{meta: e.meta, revision: e.revision, init: e.init}
+	c.setIndexes(e.indexes)
+	return c
 }
 
 // watchAll returns a channel that closes on any change to the table: the
@@ -119,6 +155,9 @@ func (e *tableEntry) watchAll() <-chan struct{} {
 // see snapshot.
 func (e *tableEntry) root(i int) *treeNode {
 	if e.wt != nil {
+		if i == e.meta.revisionIndex() {
+			e.wt.revFlush()
+		}
 		if t := e.wt.txns[i]; t != nil {
 			return t.Root()
 		}
@@ -135,6 +174,9 @@ func (e *tableEntry) root(i int) *treeNode {
 // the package doc for channels taken through a WriteTxn.
 func (e *tableEntry) snapshot(i int) *treeNode {
 	if e.wt != nil {
+		if i == e.meta.revisionIndex() {
+			e.wt.revFlush()
+		}
 		if t := e.wt.txns[i]; t != nil {
 			e.indexes[i] = t.Freeze()
 		}
@@ -157,6 +199,8 @@ type table[Obj any] struct {
 	// isPointer is set when Obj is a pointer type; only then can inserting
 	// the stored object again be detected cheaply.
 	isPointer bool
+	// direct is set when Obj is pointer-shaped (see object).
+	direct bool
 }
 
 // NewTable creates a table in db with a primary index and any number of
@@ -186,9 +230,10 @@ func NewTable[Obj any](db *DB, name string, primary Indexer[Obj], secondary ...I
 		primary:   primary,
 		secondary: secondary,
 		isPointer: reflect.TypeFor[Obj]().Kind() == reflect.Pointer,
+		direct:    pointerShaped[Obj](),
 	}
 	t.tableMeta.table = t
-	t.tableMeta.primaryKeyOf = func(data any) index.Key { return primary.fromObject(data.(Obj)).First() }
+	t.tableMeta.primaryKeyOf = func(o object) index.Key { return primary.fromObject(t.obj(o)).First() }
 	seen := map[string]bool{}
 	for i, idx := range append([]Indexer[Obj]{primary}, secondary...) {
 		if idx == nil {
@@ -252,6 +297,9 @@ func (m *tableMeta) meta() *tableMeta { return m }
 func (m *tableMeta) Indexes() []string {
 	return append([]string(nil), m.indexNames[:len(m.indexNames)-reservedIndexes+1]...)
 }
+
+// obj returns the Obj that o holds.
+func (t *table[Obj]) obj(o object) Obj { return loadObject[Obj](t.direct, o) }
 
 // ToTable returns the read-only view of the table.
 func (t *table[Obj]) ToTable() Table[Obj] { return readOnly[Obj]{t} }

@@ -28,18 +28,18 @@ func (t *table[Obj]) Initialized(txn ReadTxn) (bool, <-chan struct{}) {
 	if e == nil {
 		return false, closedWatch()
 	}
-	if e.initWatch == nil {
+	if e.init == nil {
 		return true, closedWatch() // no initializer was ever registered
 	}
-	return len(e.initPending) == 0, e.initWatch
+	return len(e.init.pending) == 0, e.init.watch
 }
 
 // PendingInitializers returns the names of the initializers that are not
 // done yet.
 func (t *table[Obj]) PendingInitializers(txn ReadTxn) []string {
-	if e := txn.tableEntry(t); e != nil {
-		names := make([]string, len(e.initPending))
-		for i, ini := range e.initPending {
+	if e := txn.tableEntry(t); e != nil && e.init != nil {
+		names := make([]string, len(e.init.pending))
+		for i, ini := range e.init.pending {
 			names[i] = ini.name
 		}
 		return names
@@ -81,7 +81,7 @@ func (t *table[Obj]) Get(txn ReadTxn, q Query[Obj]) (obj Obj, rev Revision, foun
 	if !found {
 		return
 	}
-	return o.data.(Obj), o.revision, true
+	return t.obj(o), o.revision, true
 }
 
 func (t *table[Obj]) GetWatch(txn ReadTxn, q Query[Obj]) (obj Obj, rev Revision, watch <-chan struct{}, found bool) {
@@ -108,7 +108,7 @@ func (t *table[Obj]) GetWatch(txn ReadTxn, q Query[Obj]) (obj Obj, rev Revision,
 	if !found {
 		return obj, 0, watch, false
 	}
-	return o.data.(Obj), o.revision, watch, true
+	return t.obj(o), o.revision, watch, true
 }
 
 func (t *table[Obj]) List(txn ReadTxn, q Query[Obj]) iter.Seq2[Obj, Revision] {
@@ -125,7 +125,7 @@ func (t *table[Obj]) list(txn ReadTxn, q Query[Obj], watch bool) (iter.Seq2[Obj,
 	if t.lpm[pos] {
 		_, root := t.snapshotRoot(txn, pos)
 		group, ch := lpmGet(root, q.key, watch)
-		return all[Obj](group), ch
+		return t.all(group), ch
 	}
 	if t.plain[pos] {
 		// At most one object: a lookup, not a walk.
@@ -146,16 +146,16 @@ func (t *table[Obj]) list(txn ReadTxn, q Query[Obj], watch bool) (iter.Seq2[Obj,
 		}
 		return func(yield func(Obj, Revision) bool) {
 			if ok {
-				yield(o.data.(Obj), o.revision)
+				yield(t.obj(o), o.revision)
 			}
 		}, ch
 	}
 	_, root := t.snapshotRoot(txn, pos)
 	if watch {
 		sub, ch := root.PrefixWatch(nonUniqueExact(q.key))
-		return all[Obj](sub), ch
+		return t.all(sub), ch
 	}
-	return all[Obj](root.Prefix(nonUniqueExact(q.key))), nil
+	return t.all(root.Prefix(nonUniqueExact(q.key))), nil
 }
 
 func (t *table[Obj]) Prefix(txn ReadTxn, q Query[Obj]) iter.Seq2[Obj, Revision] {
@@ -176,33 +176,44 @@ func (t *table[Obj]) prefix(txn ReadTxn, q Query[Obj], watch bool) (iter.Seq2[Ob
 	}
 	switch {
 	case !watch:
-		return all[Obj](root.Prefix(key)), nil
+		return t.all(root.Prefix(key)), nil
 	case t.tracked[pos]:
 		sub, ch := root.PrefixWatch(key)
-		return all[Obj](sub), ch
+		return t.all(sub), ch
 	default:
-		return all[Obj](root.Prefix(key)), e.watchAll()
+		return t.all(root.Prefix(key)), e.watchAll()
 	}
 }
 
 func (t *table[Obj]) LowerBound(txn ReadTxn, q Query[Obj]) iter.Seq2[Obj, Revision] {
-	seq, _ := t.LowerBoundWatch(txn, q)
+	seq, _ := t.lowerBound(txn, q, false)
 	return seq
 }
 
 func (t *table[Obj]) LowerBoundWatch(txn ReadTxn, q Query[Obj]) (iter.Seq2[Obj, Revision], <-chan struct{}) {
+	return t.lowerBound(txn, q, true)
+}
+
+// lowerBound is LowerBound and, with watch, LowerBoundWatch. A read
+// without watch asks for no channel: channels are made lazily, on the
+// first read that wants one, and a commit has one less to close.
+func (t *table[Obj]) lowerBound(txn ReadTxn, q Query[Obj], watch bool) (iter.Seq2[Obj, Revision], <-chan struct{}) {
 	pos := t.indexPos(q.index)
 	e, root := t.snapshotRoot(txn, pos)
 	key := q.key
 	if !t.plain[pos] {
 		// Tree keys of a non-unique index sort by secondary key first
-		// (see encodeNonUnique), so seeking its encoding is exact. An
+		// (see appendNonUnique), so seeking its encoding is exact. An
 		// object is yielded once per key, like Prefix does.
 		key = escapeKey(nil, key)
 	}
+	var ch <-chan struct{}
+	if watch {
+		ch = e.watchAll()
+	}
 	return func(yield func(Obj, Revision) bool) {
-		root.LowerBound(key, func(_ []byte, o object) bool { return yield(o.data.(Obj), o.revision) })
-	}, e.watchAll()
+		root.LowerBound(key, func(_ []byte, o object) bool { return yield(t.obj(o), o.revision) })
+	}, ch
 }
 
 func (t *table[Obj]) Last(txn ReadTxn, q Query[Obj]) (obj Obj, rev Revision, found bool) {
@@ -236,15 +247,21 @@ func (t *table[Obj]) last(txn ReadTxn, q Query[Obj], watch bool) (obj Obj, rev R
 	if !found {
 		return obj, 0, ch, false
 	}
-	return o.data.(Obj), o.revision, ch, true
+	return t.obj(o), o.revision, ch, true
 }
 
 func (t *table[Obj]) ReverseLowerBound(txn ReadTxn, q Query[Obj]) iter.Seq2[Obj, Revision] {
-	seq, _ := t.ReverseLowerBoundWatch(txn, q)
+	seq, _ := t.reverseLowerBound(txn, q, false)
 	return seq
 }
 
 func (t *table[Obj]) ReverseLowerBoundWatch(txn ReadTxn, q Query[Obj]) (iter.Seq2[Obj, Revision], <-chan struct{}) {
+	return t.reverseLowerBound(txn, q, true)
+}
+
+// reverseLowerBound is ReverseLowerBound and, with watch,
+// ReverseLowerBoundWatch.
+func (t *table[Obj]) reverseLowerBound(txn ReadTxn, q Query[Obj], watch bool) (iter.Seq2[Obj, Revision], <-chan struct{}) {
 	pos := t.indexPos(q.index)
 	e, root := t.snapshotRoot(txn, pos)
 	key := q.key
@@ -255,31 +272,36 @@ func (t *table[Obj]) ReverseLowerBoundWatch(txn ReadTxn, q Query[Obj]) (iter.Seq
 		// continues with 0x00 (escaped 0x00 0x01) is longer than it.
 		key = append(escapeKey(make([]byte, 0, len(key)+2), key), 0, 1)
 	}
+	var ch <-chan struct{}
+	if watch {
+		ch = e.watchAll()
+	}
 	return func(yield func(Obj, Revision) bool) {
-		root.ReverseLowerBound(key, func(_ []byte, o object) bool { return yield(o.data.(Obj), o.revision) })
-	}, e.watchAll()
+		root.ReverseLowerBound(key, func(_ []byte, o object) bool { return yield(t.obj(o), o.revision) })
+	}, ch
 }
 
 func (t *table[Obj]) All(txn ReadTxn) iter.Seq2[Obj, Revision] {
-	seq, _ := t.AllWatch(txn)
-	return seq
+	_, root := t.snapshotRoot(txn, 0)
+	return t.all(root)
 }
 
 func (t *table[Obj]) AllWatch(txn ReadTxn) (iter.Seq2[Obj, Revision], <-chan struct{}) {
 	e, root := t.snapshotRoot(txn, 0)
-	return all[Obj](root), e.watchAll()
+	return t.all(root), e.watchAll()
 }
 
 // all yields the objects of the subtree of root (nil: none) in key order.
-func all[Obj any](root *treeNode) iter.Seq2[Obj, Revision] {
+func (t *table[Obj]) all(root *treeNode) iter.Seq2[Obj, Revision] {
+	direct := t.direct
 	return func(yield func(Obj, Revision) bool) {
-		root.All(func(_ []byte, o object) bool { return yield(o.data.(Obj), o.revision) })
+		root.All(func(_ []byte, o object) bool { return yield(loadObject[Obj](direct, o), o.revision) })
 	}
 }
 
-// encodeNonUnique builds the tree key of an object in a non-unique index:
-// the secondary key escaped and terminated, then the primary key (so that
-// objects sharing a secondary key get distinct entries). The escaping (0x00
+// appendNonUnique appends to dst the tree key of an object in a non-unique
+// index: the secondary key escaped and terminated, then the primary key (so
+// that objects sharing a secondary key get distinct entries). The escaping (0x00
 // becomes 0x00 0x01) and the terminator (0x00 0x00) keep the order of
 // (secondary, primary) pairs: a secondary key sorts before every longer key
 // it is a prefix of, whatever the primary keys. So Prefix, List and
@@ -288,11 +310,10 @@ func all[Obj any](root *treeNode) iter.Seq2[Obj, Revision] {
 //	exact secondary key k:      prefix escape(k) 0x00 0x00
 //	secondary keys starting k:  prefix escape(k)
 //	secondary keys >= k:        lower bound escape(k)
-func encodeNonUnique(secondary, primary index.Key) []byte {
-	k := make([]byte, 0, len(secondary)+len(primary)+4)
-	k = escapeKey(k, secondary)
-	k = append(k, 0, 0)
-	return append(k, primary...)
+func appendNonUnique(dst []byte, secondary, primary index.Key) []byte {
+	dst = escapeKey(dst, secondary)
+	dst = append(dst, 0, 0)
+	return append(dst, primary...)
 }
 
 // escapeKey appends key to dst with every 0x00 written as 0x00 0x01.

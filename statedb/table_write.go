@@ -37,7 +37,7 @@ func (t *table[Obj]) prepareWrite(txn WriteTxn, obj Obj, cas bool, casRev Revisi
 			return nil, nil, cur, tableError(t.name, fmt.Errorf("%w: %s of %q", ErrObjectNotFound, op, pk))
 		}
 		if stored.revision != casRev {
-			return nil, nil, stored.data.(Obj), tableError(t.name, fmt.Errorf("%w: %s of %q at revision %d, stored revision is %d", ErrRevisionNotEqual, op, pk, casRev, stored.revision))
+			return nil, nil, t.obj(stored), tableError(t.name, fmt.Errorf("%w: %s of %q at revision %d, stored revision is %d", ErrRevisionNotEqual, op, pk, casRev, stored.revision))
 		}
 	}
 	return tt, pk, cur, nil
@@ -57,7 +57,7 @@ func (t *table[Obj]) Modify(txn WriteTxn, obj Obj, merge func(old, new Obj) Obj)
 		return old, false, err
 	}
 	if stored, found := tt.entry.root(0).Get(pk); found {
-		obj = merge(stored.data.(Obj), obj)
+		obj = merge(t.obj(stored), obj)
 		mpk, err := t.primaryKey(obj)
 		if err != nil {
 			return old, false, err
@@ -82,26 +82,25 @@ func (t *table[Obj]) write(tt *txnTable, pk index.Key, obj Obj, op string) (old 
 	rev := tt.entry.revision + 1
 	tt.entry.revision = rev
 	tt.dirty, tt.changed = true, true
-	newObj := object{data: obj, revision: rev}
+	newObj := storeObject(t.direct, obj, rev)
 	oldObj, hadOld := primary.Insert(pk, newObj)
 	if hadOld {
-		old = oldObj.data.(Obj)
-		if t.isPointer && oldObj.data == newObj.data {
+		old = t.obj(oldObj)
+		if t.isPointer && oldObj.ptr == newObj.ptr {
 			panic(fmt.Sprintf("statedb: table %q: %s of the object that is already stored (key %q). "+
 				"Objects are immutable once inserted: clone the object, modify the clone and insert that.", t.name, op, pk))
 		}
 	}
 
-	revTxn := tt.txn(t.revisionIndex())
 	if hadOld {
-		revTxn.Delete(index.Uint64(oldObj.revision))
+		tt.revRemove(oldObj.revision)
 	}
-	revTxn.Insert(index.Uint64(rev), newObj)
+	tt.revAdd(newObj)
 
 	// A re-inserted object is alive again: it leaves the graveyard.
 	if g := tt.entry.indexes[t.graveyardIndex()]; g.Len() > 0 || tt.txns[t.graveyardIndex()] != nil {
 		if dead, ok := tt.txn(t.graveyardIndex()).Delete(pk); ok {
-			tt.txn(t.graveyardRevisionIndex()).Delete(index.Uint64(dead.revision))
+			tt.txn(t.graveyardRevisionIndex()).Delete(tt.revKey(dead.revision))
 		}
 	}
 
@@ -113,12 +112,18 @@ func (t *table[Obj]) write(tt *txnTable, pk index.Key, obj Obj, op string) (old 
 			oldKeys := idx.fromObject(old)
 			oldKeys.Foreach(func(k index.Key) {
 				if !hasKey(newKeys, k) {
-					itxn.Delete(t.secondaryTreeKey(pos, k, pk))
+					itxn.Delete(t.secondaryTreeKey(tt, pos, k, pk))
 				}
 			})
 		}
 		newKeys.Foreach(func(k index.Key) {
-			itxn.Insert(t.secondaryTreeKey(pos, k, pk), newObj)
+			if t.plain[pos] {
+				itxn.Insert(k, newObj)
+			} else {
+				// Built in the transaction's scratch buffer: the tree
+				// copies it only if the entry is new.
+				itxn.InsertCopy(t.secondaryTreeKey(tt, pos, k, pk), newObj)
+			}
 		})
 	}
 	return old, hadOld, nil
@@ -148,7 +153,7 @@ func (t *table[Obj]) checkUnique(tt *txnTable, obj Obj, pk index.Key) error {
 				_, other, found = root.Prefix(nonUniqueExact(k)).Minimum()
 			}
 			if found {
-				otherPK, _ := t.primaryKey(other.data.(Obj))
+				otherPK, _ := t.primaryKey(t.obj(other))
 				if !bytes.Equal(otherPK, pk) {
 					err = tableError(t.name, fmt.Errorf("%w: index %q key %q is held by the object with primary key %q", ErrUniqueConstraint, t.indexNames[pos], k, otherPK))
 				}
@@ -161,12 +166,16 @@ func (t *table[Obj]) checkUnique(tt *txnTable, obj Obj, pk index.Key) error {
 	return nil
 }
 
-// secondaryTreeKey returns the tree key of an object in secondary index pos.
-func (t *table[Obj]) secondaryTreeKey(pos int, k, pk index.Key) []byte {
+// secondaryTreeKey returns the tree key of an object in secondary index pos:
+// k itself, or for a non-unique (or LPM) index the encoding of k and the
+// primary key pk, built in tt's scratch buffer, so valid only until the
+// next call (for a lookup, a delete or InsertCopy).
+func (t *table[Obj]) secondaryTreeKey(tt *txnTable, pos int, k, pk index.Key) []byte {
 	if t.plain[pos] {
 		return k
 	}
-	return encodeNonUnique(k, pk)
+	tt.scratch = appendNonUnique(tt.scratch[:0], k, pk)
+	return tt.scratch
 }
 
 func hasKey(ks index.KeySet, k index.Key) bool {
@@ -193,7 +202,7 @@ func (t *table[Obj]) delete(txn WriteTxn, obj Obj, cas bool, casRev Revision) (o
 		return old, false, nil
 	}
 	t.removeIndexed(tt, pk, oldObj)
-	return oldObj.data.(Obj), true, nil
+	return t.obj(oldObj), true, nil
 }
 
 // removeIndexed finishes the delete of oldObj (already gone from the primary
@@ -203,17 +212,17 @@ func (t *table[Obj]) removeIndexed(tt *txnTable, pk index.Key, oldObj object) {
 	rev := tt.entry.revision + 1
 	tt.entry.revision = rev
 	tt.dirty, tt.changed = true, true
-	tt.txn(t.revisionIndex()).Delete(index.Uint64(oldObj.revision))
-	old := oldObj.data.(Obj)
+	tt.revRemove(oldObj.revision)
+	old := t.obj(oldObj)
 	for i, idx := range t.secondary {
 		pos := i + 1
 		itxn := tt.txn(pos)
 		idx.fromObject(old).Foreach(func(k index.Key) {
-			itxn.Delete(t.secondaryTreeKey(pos, k, pk))
+			itxn.Delete(t.secondaryTreeKey(tt, pos, k, pk))
 		})
 	}
 	if t.trackers.count.Load() > 0 {
-		dead := object{data: oldObj.data, revision: rev}
+		dead := object{ptr: oldObj.ptr, revision: rev}
 		tt.txn(t.graveyardIndex()).Insert(pk, dead)
 		tt.txn(t.graveyardRevisionIndex()).Insert(index.Uint64(rev), dead)
 	}
@@ -239,19 +248,19 @@ func (t *table[Obj]) RegisterInitializer(txn WriteTxn, name string) (done func(W
 	if err != nil {
 		panic(fmt.Sprintf("statedb: RegisterInitializer %q: %v; pass a WriteTxn that locks the table", name, err))
 	}
-	e := &tt.entry
-	if len(e.initPending) == 0 {
+	init := tt.ownInit()
+	if len(init.pending) == 0 {
 		if tt.initDone {
 			// The last initializer finished earlier in this transaction:
 			// its channel, which readers may hold, was never closed. Keep
 			// it, so that it closes when this initializer is done too.
 			tt.initDone = false
 		} else {
-			e.initWatch = make(chan struct{})
+			init.watch = make(chan struct{})
 		}
 	}
 	ini := &initializer{name: name}
-	e.initPending = append(e.initPending[:len(e.initPending):len(e.initPending)], ini)
+	init.pending = append(init.pending, ini)
 	tt.dirty = true
 	return func(txn WriteTxn) {
 		tt, err := txnTableOf(txn, t.tableMeta)
@@ -261,14 +270,17 @@ func (t *table[Obj]) RegisterInitializer(txn WriteTxn, name string) (done func(W
 		// Whether done was already called is read from the transaction's
 		// state, not remembered here: a done whose WriteTxn was aborted did
 		// not happen and must count when it is called again.
-		e := &tt.entry
-		i := slices.Index(e.initPending, ini)
+		if tt.entry.init == nil {
+			return
+		}
+		i := slices.Index(tt.entry.init.pending, ini)
 		if i < 0 {
 			return
 		}
-		e.initPending = append(e.initPending[:i:i], e.initPending[i+1:]...)
+		init := tt.ownInit()
+		init.pending = slices.Delete(init.pending, i, i+1)
 		tt.dirty = true
-		if len(e.initPending) == 0 {
+		if len(init.pending) == 0 {
 			tt.initDone = true
 		}
 	}

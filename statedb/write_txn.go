@@ -2,10 +2,6 @@ package statedb
 
 import (
 	"fmt"
-	"runtime"
-	"slices"
-	"strings"
-	"sync"
 	"time"
 )
 
@@ -17,8 +13,13 @@ import (
 // The lock order that keeps writers from deadlocking is stated step by step
 // in the package doc ("Writers never deadlock"); this is step 1, Commit has
 // steps 2 to 4, release step 5.
+//
+// It is never inlined: it records its caller with callerPC.
+//
+//go:noinline
 func (db *DB) WriteTxn(table TableMeta, more ...TableMeta) WriteTxn {
-	g := newGuard(db)
+	s := getTxnState()
+	g := s.guard
 	g.add(table.meta())
 	for _, t := range more {
 		g.add(t.meta())
@@ -26,6 +27,7 @@ func (db *DB) WriteTxn(table TableMeta, more ...TableMeta) WriteTxn {
 	metas := g.list()
 	for _, m := range metas {
 		if m.db != db {
+			putTxnState(s)
 			panic(fmt.Sprintf("statedb: table %q belongs to another DB; open the WriteTxn on the DB the table was created in", m.name))
 		}
 	}
@@ -39,6 +41,7 @@ func (db *DB) WriteTxn(table TableMeta, more ...TableMeta) WriteTxn {
 	for _, m := range metas {
 		m.lock.Lock()
 	}
+	g.hold(db)
 	acquired := start
 	if measure {
 		acquired = time.Now()
@@ -46,112 +49,46 @@ func (db *DB) WriteTxn(table TableMeta, more ...TableMeta) WriteTxn {
 			db.opts.metrics.WriteTxnLockWait(m.name, acquired.Sub(start))
 		}
 	}
-	runtime.Callers(2, g.pc[:])
-	return db.newWriteTxn(g, acquired)
+	g.pc[0] = callerPC()
+	return db.newWriteTxn(s, acquired)
 }
 
-// Sizes of the buffers a WriteTxn holds inline, so that a transaction over
-// one table with a few indexes, in a DB of a few tables, is a single
-// allocation (its guard is recycled). They are kept small: the WriteTxn is
-// allocated, zeroed and given its pointer bitmap on every transaction, and
-// that cost grows with its size (about 1.3 KB now).
-const (
-	inlineTables  = 1 // most transactions write one table
-	inlineIndexes = 8 // primary, 4 secondary and the 3 reserved indexes
-	inlineTxns    = 5 // tree transactions: e.g. primary, 1 secondary, the reserved 3
-	inlineRoot    = 4 // tables of the DB whose root a commit holds inline
-	guardTables   = 4 // tables a guard holds without a separate slice
-)
+// inlineRoot is the number of tables of a DB whose committed root a
+// WriteTxn holds inline, so that publishing it costs no allocation.
+const inlineRoot = 4
 
-// newWriteTxn builds a WriteTxn over the tables of g, whose locks the
-// caller holds.
-func (db *DB) newWriteTxn(g *txnGuard, acquired time.Time) *writeTxn {
-	metas := g.list()
-	snap := db.root.Load()
-	w := &writeTxn{db: db, snapshot: snap, acquired: acquired, guard: g}
-	if len(metas) <= inlineTables {
-		w.tables = w.tablesBuf[:len(metas)]
-	} else {
-		w.tables = make([]txnTable, len(metas))
-	}
-	for i, m := range metas {
-		tt := &w.tables[i]
-		tt.entry = (*snap)[m.pos]
-		n := len(m.indexNames)
-		// The index slice is shared with the committed entry: copy it
-		// before replacing trees in it.
-		if n <= inlineIndexes {
-			tt.entry.indexes = append(tt.indexesBuf[:0], tt.entry.indexes...)
-			tt.txns = tt.txnsBuf[:n]
-		} else {
-			tt.entry.indexes = slices.Clone(tt.entry.indexes)
-			tt.txns = make([]*treeTxn, n)
-		}
-		tt.entry.wt = tt
-	}
-
-	// A WriteTxn that is dropped without Commit or Abort would hold its
-	// locks forever. The guard's finalizer reports it and releases them.
-	// (A finalizer on the guard, not the WriteTxn: the WriteTxn points into
-	// itself, and a finalizer on an object in a cycle may never run.)
-	runtime.SetFinalizer(g, (*txnGuard).dropped)
-	return w
-}
-
-// writeTxn implements WriteTxn.
+// writeTxn implements WriteTxn. It is the small part of a transaction that
+// the caller holds and that outlives it: the working state (tree
+// transactions, copies of the locked tables, the guard) is pooled and goes
+// back to the pool at Commit or Abort, and the root that Commit publishes
+// lives here.
 type writeTxn struct {
-	db        *DB
-	snapshot  *dbRoot    // state of every table when the txn started
-	tables    []txnTable // the locked tables, in lock order
-	acquired  time.Time
-	guard     *txnGuard
-	closed    bool
-	committed *dbRoot // set by Commit
-	rootHdr   dbRoot  // the root published by Commit
-	rootBuf   [inlineRoot]tableEntry
-
-	tablesBuf [inlineTables]txnTable
-	closeBuf  [inlineTables]chan struct{}
+	db *DB
+	// s is the working state; nil once the transaction is finished.
+	s *txnState
+	// snapshot is the state of every table when the transaction started;
+	// dropped at Commit, so that a kept transaction keeps only what it
+	// committed.
+	snapshot *dbRoot
+	// committed is the published root (&root), set by Commit.
+	committed *dbRoot
+	root      dbRoot
+	rootBuf   [inlineRoot]*tableEntry
 }
 
-// txnTable is a locked table inside a WriteTxn.
-type txnTable struct {
-	entry tableEntry // working copy; entry.wt points back here
-	txns  []*treeTxn // open tree transactions, per index, created lazily
-	// dirty is set once anything in the entry changed; only dirty tables
-	// are published.
-	dirty bool
-	// changed is set when objects were written.
-	changed bool
-	// initDone is set when the last pending initializer finished in this
-	// transaction; the channel is closed after commit.
-	initDone bool
-
-	indexesBuf [inlineIndexes]tree
-	txnsBuf    [inlineIndexes]*treeTxn
-	txnVals    [inlineTxns]treeTxn
+// newWriteTxn builds a WriteTxn over the tables of s's guard, whose locks
+// the caller holds.
+func (db *DB) newWriteTxn(s *txnState, acquired time.Time) *writeTxn {
+	snap := db.root.Load()
+	s.start(db, snap, acquired)
+	return &writeTxn{db: db, s: s, snapshot: snap}
 }
 
-// txn returns the open tree transaction of index i, creating it on first use.
-func (tt *txnTable) txn(i int) *treeTxn {
-	if t := tt.txns[i]; t != nil {
-		return t
-	}
-	var t *treeTxn
-	if i < inlineTxns {
-		t = &tt.txnVals[i]
-		tt.entry.indexes[i].InitTxn(t)
-	} else {
-		t = tt.entry.indexes[i].Txn()
-	}
-	t.TrackMutate(tt.entry.meta.tracked[i])
-	tt.txns[i] = t
-	return t
-}
+// open reports whether the transaction is neither committed nor aborted.
+func (w *writeTxn) open() bool { return w.s != nil }
 
 func (w *writeTxn) tableEntry(meta TableMeta) *tableEntry {
-	m := meta.meta()
-	if w.closed {
+	if w.s == nil {
 		// A finished transaction reads as what it committed, or (aborted)
 		// as the state it started from.
 		if w.committed != nil {
@@ -159,10 +96,8 @@ func (w *writeTxn) tableEntry(meta TableMeta) *tableEntry {
 		}
 		return w.snapshot.tableEntry(meta)
 	}
-	for i := range w.tables {
-		if w.tables[i].entry.meta == m {
-			return &w.tables[i].entry
-		}
+	if tt := w.s.table(meta.meta()); tt != nil {
+		return &tt.entry
 	}
 	return w.snapshot.tableEntry(meta)
 }
@@ -170,13 +105,11 @@ func (w *writeTxn) tableEntry(meta TableMeta) *tableEntry {
 // writable returns the locked table m, or an error if the transaction is
 // closed or did not lock it.
 func (w *writeTxn) writable(m *tableMeta) (*txnTable, error) {
-	if w.closed {
+	if w.s == nil {
 		return nil, tableError(m.name, ErrTransactionClosed)
 	}
-	for i := range w.tables {
-		if w.tables[i].entry.meta == m {
-			return &w.tables[i], nil
-		}
+	if tt := w.s.table(m); tt != nil {
+		return tt, nil
 	}
 	return nil, tableError(m.name, ErrTableNotLockedForWriting)
 }
@@ -194,83 +127,51 @@ func txnTableOf(txn WriteTxn, m *tableMeta) (*txnTable, error) {
 // Commit publishes the transaction: steps 2 to 5 of the lock order in the
 // package doc.
 func (w *writeTxn) Commit() ReadTxn {
-	if w.closed {
+	s := w.s
+	if s == nil {
 		if w.committed == nil {
 			return nil
 		}
 		return w.committed
 	}
-	w.closed = true
 	db := w.db
 
-	// Step 2: freeze the new trees and gather what to notify afterwards.
-	closeAfter := w.closeBuf[:0]
-	for i := range w.tables {
-		tt := &w.tables[i]
-		e := &tt.entry
-		// Always, not only when objects were written: a change iterator's
-		// Next leaves the collection to the writer that holds the table
-		// (see collectGraveyardNow). It returns at once when the graveyard
-		// is empty.
-		tt.collectGraveyard()
-		e.wt = nil
-		if !tt.dirty {
-			continue
-		}
-		for j, t := range tt.txns {
-			if t != nil {
-				e.indexes[j] = t.Freeze()
-			}
-		}
-		// The committed entry gets an indexes array of its own: the
-		// working one lives in this WriteTxn. Memory bounded by live data
-		// (package doc) depends on it; see tableEntry.
-		e.indexes = slices.Clone(e.indexes)
-		if tt.initDone {
-			closeAfter = append(closeAfter, e.initWatch)
-		}
-	}
+	// Step 2: freeze the new trees into new committed entries, and gather
+	// what to notify afterwards.
+	closeAfter := s.freeze()
 
-	// Step 3: publish.
+	// Step 3: publish. The root (its slice header, and its entries for a
+	// DB of up to inlineRoot tables) lives in this WriteTxn: one
+	// allocation less per commit. The entries it points to are
+	// allocations of their own that point nowhere into a WriteTxn (see
+	// tableEntry), so the root here is kept only by whoever holds this
+	// transaction or that snapshot.
 	db.mu.Lock()
 	cur := *db.root.Load()
-	// The root (its slice header, and its entries for a DB of up to
-	// inlineRoot tables) lives in the WriteTxn: one allocation less per
-	// commit. Nothing that a committed entry refers to points back into
-	// the WriteTxn, so the root it holds is kept only by whoever holds the
-	// transaction or that snapshot.
 	if len(cur) <= len(w.rootBuf) {
-		w.rootHdr = w.rootBuf[:len(cur):len(cur)]
+		w.root = w.rootBuf[:len(cur):len(cur)]
 	} else {
-		w.rootHdr = make(dbRoot, len(cur))
+		w.root = make(dbRoot, len(cur))
 	}
-	root := w.rootHdr
-	copy(root, cur)
-	for i := range w.tables {
-		tt := &w.tables[i]
-		if tt.dirty {
-			root[tt.entry.meta.pos] = tt.entry
+	copy(w.root, cur)
+	for i := range s.tables {
+		if tt := &s.tables[i]; tt.published != nil {
+			w.root[tt.published.meta.pos] = tt.published
 		}
 	}
-	db.root.Store(&w.rootHdr)
+	db.root.Store(&w.root)
 	db.mu.Unlock()
-	w.committed = &w.rootHdr
+	w.committed = &w.root
 
-	// Step 4: wake the watchers.
-	for i := range w.tables {
-		for _, t := range w.tables[i].txns {
-			if t != nil {
-				t.Notify()
-			}
-		}
-	}
+	// Step 4: wake the watchers, now that the new root is visible.
+	s.notify()
 	for _, ch := range closeAfter {
 		close(ch)
 	}
 
 	if db.opts.metricsEnabled() {
-		for i := range w.tables {
-			e := &root[w.tables[i].entry.meta.pos]
+		for i := range s.tables {
+			e := w.root[s.tables[i].entry.meta.pos]
 			db.opts.metrics.TableObjects(e.meta.name, e.indexes[0].Len())
 			db.opts.metrics.TableRevision(e.meta.name, e.revision)
 			db.opts.metrics.TableGraveyardObjects(e.meta.name, e.graveyardLen())
@@ -282,39 +183,30 @@ func (w *writeTxn) Commit() ReadTxn {
 
 // Abort discards the transaction; it is a no-op after Commit or Abort.
 func (w *writeTxn) Abort() {
-	if w.closed {
+	if w.s == nil {
 		return
-	}
-	w.closed = true
-	for i := range w.tables {
-		w.tables[i].entry.wt = nil
 	}
 	w.release()
 }
 
-// release ends the transaction: step 5 of the lock order.
+// release ends the transaction: step 5 of the lock order. The working state
+// goes back to the pool; the transaction keeps only what reads through it
+// still need.
 func (w *writeTxn) release() {
+	s := w.s
 	if w.db.opts.metricsEnabled() {
-		d := time.Since(w.acquired)
-		for i := range w.tables {
-			w.db.opts.metrics.WriteTxnDuration(w.tables[i].entry.meta.name, d)
+		d := time.Since(s.acquired)
+		for i := range s.tables {
+			w.db.opts.metrics.WriteTxnDuration(s.tables[i].entry.meta.name, d)
 		}
 	}
-	w.guard.done = true
-	w.guard.unlock()
-	runtime.SetFinalizer(w.guard, nil)
-	freeGuard(w.guard)
-	w.guard = nil
-	// The published root may live in this WriteTxn (rootBuf): drop what
-	// would keep older states alive through it. (Reads through the
-	// finished txn use w.committed.)
+	s.guard.release()
+	w.s = nil
+	putTxnState(s)
+	// Reads through the committed txn use w.committed: drop what would
+	// keep the older state alive.
 	if w.committed != nil {
 		w.snapshot = nil
-	}
-	for i := range w.tables {
-		tt := &w.tables[i]
-		tt.txns = nil
-		clear(tt.txnsBuf[:])
 	}
 }
 
@@ -324,87 +216,4 @@ func timeNow(db *DB) time.Time {
 		return time.Now()
 	}
 	return time.Time{}
-}
-
-// txnGuard holds what is needed to release a WriteTxn's locks without
-// referencing the WriteTxn itself, so that a dropped transaction can be
-// garbage collected and reported. It holds no pointer into itself (the
-// tables are an array, not a slice of it), which a finalizer requires.
-type txnGuard struct {
-	db    *DB
-	metas [guardTables]*tableMeta // the locked tables, in lock order...
-	n     int
-	more  []*tableMeta // ...or all of them here, when there are more
-	pc    [1]uintptr   // the caller of DB.WriteTxn
-	done  bool
-}
-
-// guards recycles the guards of finished transactions: a finished guard has
-// no finalizer and nothing refers to it any more.
-var guards = sync.Pool{New: func() any { return new(txnGuard) }}
-
-func newGuard(db *DB) *txnGuard {
-	g := guards.Get().(*txnGuard)
-	g.db = db
-	return g
-}
-
-func freeGuard(g *txnGuard) {
-	*g = txnGuard{}
-	guards.Put(g)
-}
-
-// add adds m to the tables of the transaction, keeping them sorted by
-// position (the lock order) and without duplicates.
-func (g *txnGuard) add(m *tableMeta) {
-	list := g.list()
-	if slices.Contains(list, m) {
-		return
-	}
-	if g.more == nil && g.n < len(g.metas) {
-		g.metas[g.n] = m
-		g.n++
-	} else {
-		if g.more == nil {
-			g.more = append(make([]*tableMeta, 0, 2*len(g.metas)), g.metas[:g.n]...)
-		}
-		g.more = append(g.more, m)
-	}
-	list = g.list()
-	for i := len(list) - 1; i > 0 && list[i].pos < list[i-1].pos; i-- {
-		list[i], list[i-1] = list[i-1], list[i]
-	}
-}
-
-// list returns the tables in lock order. The slice must not be kept.
-func (g *txnGuard) list() []*tableMeta {
-	if g.more != nil {
-		return g.more
-	}
-	return g.metas[:g.n]
-}
-
-func (g *txnGuard) unlock() {
-	list := g.list()
-	for i := len(list) - 1; i >= 0; i-- {
-		list[i].lock.Unlock()
-	}
-}
-
-// dropped runs when a WriteTxn became unreachable. If it was never finished,
-// it is reported (with where it was created) and its locks are released.
-func (g *txnGuard) dropped() {
-	if g.done {
-		return
-	}
-	var names []string
-	for _, m := range g.list() {
-		names = append(names, m.name)
-	}
-	frame, _ := runtime.CallersFrames(g.pc[:]).Next()
-	g.db.opts.logger.Error("statedb: WriteTxn was dropped without Commit or Abort; releasing its locks. Call Commit or Abort on every WriteTxn (e.g. `defer txn.Abort()`).",
-		"tables", strings.Join(names, ","),
-		"createdAt", fmt.Sprintf("%s:%d", frame.File, frame.Line))
-	g.db.droppedTxns.Add(1)
-	g.unlock()
 }

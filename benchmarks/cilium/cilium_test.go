@@ -12,12 +12,16 @@ import (
 	cindex "github.com/cilium/statedb/index"
 )
 
-// The cilium side: cilium/statedb v0.8.4 as its users run it. A database
-// outside a hive is started (its graveyard worker frees deleted objects)
-// and stopped when the benchmark ends; a hive has cilium's statedb, job
-// and health cells. Both use cilium's NopMetrics, as its own benchmarks do,
-// since steadystate's default is no metrics. cilium's packages are
-// imported with a c prefix: cstatedb, cindex, chive, ccell, cjob.
+// The cilium side: cilium/statedb (the version in go.mod, v0.9.4) at its
+// best, as its users run it. A database outside a hive is started (its
+// graveyard worker frees deleted objects) and stopped when the benchmark
+// ends; a hive has cilium's statedb, job and health cells. Both use
+// cilium's default metrics, which since v0.9 are its NopMetrics (as
+// steadystate's default is no metrics), and ask for a watch channel only
+// where the benchmark waits on one: since v0.9 cilium makes a channel only
+// for the ...Watch reads (GetWatch, ListWatch, AllWatch, ...), as
+// steadystate does. cilium's packages are imported with a c prefix:
+// cstatedb, cindex, chive, ccell, cjob.
 
 // ciID is cilium's primary index of object.
 var ciID = cstatedb.Index[*object, uint64]{
@@ -36,7 +40,12 @@ type ciDB struct {
 // newCiDB returns a started database with one table per name; it is
 // stopped when tb ends.
 func newCiDB(tb testing.TB, names ...string) *ciDB {
-	c := &ciDB{db: cstatedb.New(cstatedb.WithMetrics(&cstatedb.NopMetrics{}))}
+	return newCiDBWith(tb, nil, names...)
+}
+
+// newCiDBWith is newCiDB with options for cilium's statedb.New.
+func newCiDBWith(tb testing.TB, opts []cstatedb.Option, names ...string) *ciDB {
+	c := &ciDB{db: cstatedb.New(opts...)}
 	for _, name := range names {
 		tbl, err := cstatedb.NewTable(c.db, name, ciID)
 		if err != nil {
@@ -72,13 +81,12 @@ type ciHive struct {
 	log *slog.Logger
 }
 
-// startCiliumHive starts a hive of cilium's statedb (with NopMetrics), job
-// and simple health cells and of cells, which hold the workload. Stop it
-// with stop.
+// startCiliumHive starts a hive of cilium's statedb (with its default
+// metrics), job and simple health cells and of cells, which hold the
+// workload. Stop it with stop.
 func startCiliumHive(tb testing.TB, cells ...ccell.Cell) *ciHive {
 	all := append([]ccell.Cell{
 		ccell.SimpleHealthCell,
-		ccell.Provide(func() cstatedb.Metrics { return &cstatedb.NopMetrics{} }),
 		cstatedb.Cell,
 		cjob.Cell,
 	}, cells...)

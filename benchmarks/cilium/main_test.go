@@ -28,32 +28,42 @@ func (o *object) TableRow() []string {
 	return []string{strconv.FormatUint(o.ID, 10), strconv.Itoa(o.Batch)}
 }
 
-// rounds is how often each pair runs in one process. Three samples give a
-// median; the order of the sides alternates by round.
-const rounds = 3
+// rounds is how often each pair runs in one process: every target against
+// cilium is the median over at least five rounds of the per-round ratio.
+// The order of the sides rotates by round.
+const rounds = 5
 
 // The names of the sides, as the impl=... element of a benchmark.
 const (
 	implSteadystate = "steadystate"
 	implCilium      = "cilium"
+	// implCiliumLean is cilium's reconciler without its default metrics.
+	implCiliumLean = "cilium-lean"
 )
 
-// pair runs run on each side for every round, as sub-benchmarks
-// round=<r>/impl=steadystate and round=<r>/impl=cilium: steadystate first
-// when r is even, cilium first when r is odd. newSS and newCilium build a
-// side's instance of the workload (once per sub-benchmark, untimed).
+// side is one implementation of a workload: its impl=... name and the
+// constructor of its instance.
+type side[S any] struct {
+	name string
+	new  func(testing.TB) S
+}
+
+// pair runs run on steadystate (newSS) and cilium (newCilium) in every
+// round; see compare.
 func pair[S any](b *testing.B, newSS, newCilium func(testing.TB) S, run func(b *testing.B, s S)) {
-	type side struct {
-		name string
-		new  func(testing.TB) S
-	}
+	compare(b, []side[S]{{implSteadystate, newSS}, {implCilium, newCilium}}, run)
+}
+
+// compare runs run on each side in every round, as sub-benchmarks
+// round=<r>/impl=<name>. The order rotates by round (round r starts with
+// side r mod n), so that for two sides steadystate goes first in even
+// rounds and cilium in odd ones. A side's constructor builds its instance
+// once per sub-benchmark, untimed.
+func compare[S any](b *testing.B, sides []side[S], run func(b *testing.B, s S)) {
 	for r := range rounds {
 		b.Run("round="+strconv.Itoa(r), func(b *testing.B) {
-			sides := []side{{implSteadystate, newSS}, {implCilium, newCilium}}
-			if r%2 == 1 {
-				slices.Reverse(sides)
-			}
-			for _, s := range sides {
+			k := r % len(sides)
+			for _, s := range slices.Concat(sides[k:], sides[:k]) {
 				b.Run("impl="+s.name, func(b *testing.B) {
 					inst := s.new(b)
 					b.ReportAllocs()

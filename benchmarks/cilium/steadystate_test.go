@@ -27,7 +27,12 @@ type ssDB struct {
 
 // newSSDB returns a database with one table per name.
 func newSSDB(tb testing.TB, names ...string) *ssDB {
-	s := &ssDB{db: statedb.New()}
+	return newSSDBWith(tb, nil, names...)
+}
+
+// newSSDBWith is newSSDB with options for statedb.New.
+func newSSDBWith(tb testing.TB, opts []statedb.Option, names ...string) *ssDB {
+	s := &ssDB{db: statedb.New(opts...)}
 	for _, name := range names {
 		tbl, err := statedb.NewTable(s.db, name, ssID)
 		if err != nil {

@@ -143,14 +143,42 @@ func TestRetainedPerTxn(t *testing.T) {
 	}
 }
 
-func TestReconcile(t *testing.T) {
-	const n = 2500 // not a multiple of reconcileBatch
-	for name, once := range map[string]reconcileOnce{implSteadystate: ssReconcileOnce, implCilium: ciReconcileOnce} {
-		t.Run(name, func(t *testing.T) {
-			// once fails the test unless every object is Done.
-			if d, heap := once(t, n); d <= 0 || heap == 0 {
-				t.Fatalf("reconcileOnce = %v, %d", d, heap)
-			}
-		})
+func TestSecondaryShapes(t *testing.T) {
+	bothSides(t, newSSTagged, newCiliumTagged, func(t *testing.T, s tagSide) {
+		s.insert(ids(100))
+		s.insert(ids(secondarySize)) // replaces the first 100
+		if err := checkTagged(s, secondarySize); err != nil {
+			t.Fatal(err)
+		}
+	})
+	keys := shuffled(randomInsertSize, 4)
+	newSS := func(tb testing.TB) listInserter { s := newSSDB(tb, "objects"); s.fill(0, keys); return s }
+	newCilium := func(tb testing.TB) listInserter { c := newCiDB(tb, "objects"); c.fill(0, keys); return c }
+	bothSides(t, newSS, newCilium, func(t *testing.T, s listInserter) {
+		if got := s.listInsert(keys); got != len(keys) {
+			t.Fatalf("copied %d objects, want %d", got, len(keys))
+		}
+		if got := s.listInsert([]uint64{randomInsertSize}); got != 0 {
+			t.Fatalf("copied %d objects of a missing key", got)
+		}
+		if err := s.(iterator).iterate(len(keys)); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestFloor(t *testing.T) {
+	a, z := newFloorDB(), newFloorDB()
+	for range 10 {
+		if d := floorRoundTrip(a, z, time.Now()); d <= 0 {
+			t.Fatalf("round trip took %v", d)
+		}
+	}
+	w := startFloorReader(a)
+	defer w.stop()
+	for range 100 {
+		if d := w.wake(); d <= 0 {
+			t.Fatalf("wake took %v", d)
+		}
 	}
 }

@@ -50,6 +50,7 @@ var impls = []struct {
 	new  func() stores.Store
 }{
 	{"statedb", func() stores.Store { return stores.Must(stores.NewStatedb(false)) }},
+	{"cilium", func() stores.Store { return stores.Must(stores.NewCilium(false)) }},
 	{"memdb", func() stores.Store { return stores.Must(stores.NewMemdb(false)) }},
 	{"iradix", func() stores.Store { return stores.Must(stores.NewIradix(false)) }},
 	{"map", func() stores.Store { return stores.NewMap() }},

@@ -42,13 +42,6 @@ func TestChangeFeed(t *testing.T) {
 	}
 }
 
-func TestReconcile(t *testing.T) {
-	// reconcileOnce fails the test unless every object is Done.
-	if d, heap := reconcileOnce(t, 2500); d <= 0 || heap == 0 {
-		t.Fatalf("reconcileOnce = %v, %d", d, heap)
-	}
-}
-
 func TestPropagation(t *testing.T) {
 	for _, heavy := range []bool{false, true} {
 		p := newPipeline(t, heavy)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/spf13/pflag"
 
@@ -76,8 +77,8 @@ func (c Config) Validate() error {
 		return nil
 	}
 	switch {
-	case c.Node == "" || strings.ContainsAny(c.Node, "/\x00"):
-		return fmt.Errorf("--node: a node name without '/' is required in fleet mode, got %q", c.Node)
+	case c.Node == "" || strings.ContainsAny(c.Node, "/\x00") || strings.ContainsFunc(c.Node, unicode.IsControl):
+		return fmt.Errorf("--node: a node name without '/' or control characters is required in fleet mode, got %q", c.Node)
 	case c.StatusTTL < 2*time.Second:
 		return fmt.Errorf("--status-ttl: must be at least 2s, got %v", c.StatusTTL)
 	}

@@ -206,7 +206,10 @@ func (rep Report) Print(w io.Writer, format string) error {
 		for _, table := range slices.Sorted(maps.Keys(n.NotDone)) {
 			for _, name := range slices.Sorted(maps.Keys(n.NotDone[table])) {
 				ost := n.NotDone[table][name]
-				key, _ := url.PathUnescape(name)
+				key, err := url.PathUnescape(name)
+				if err != nil {
+					key = name // garbage: shown as it is, never dropped
+				}
 				fmt.Fprintf(w, "  %s: %s %s: %s %s\n", n.Node, table, key, ost.Kind, ost.Error)
 			}
 		}

@@ -17,9 +17,10 @@ import (
 	"github.com/vishvananda/netns"
 	"go.uber.org/goleak"
 
-	"github.com/steadystate/steadystate/examples/internal/netnstest"
-	"github.com/steadystate/steadystate/examples/internal/netnsutil"
+	"github.com/steadystate/steadystate/examples/netnstest"
+	"github.com/steadystate/steadystate/examples/netnsutil"
 	"github.com/steadystate/steadystate/hive/health"
+	"github.com/steadystate/steadystate/reconciler"
 )
 
 func TestMain(m *testing.M) {
@@ -54,7 +55,7 @@ var (
 )
 
 // buildAgent builds the agent binary once per test run.
-func buildAgent(t *testing.T) string {
+func buildAgent(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		buildDir, buildErr = os.MkdirTemp("", "agent-test-")
@@ -77,7 +78,7 @@ func buildAgent(t *testing.T) string {
 func startAgent(t *testing.T, bin, desired string, ns netnsutil.NS, extra ...string) *agentProc {
 	t.Helper()
 	a := &agentProc{t: t, bin: bin, socket: filepath.Join(t.TempDir(), "agent.sock"), out: &syncBuffer{}}
-	args := []string{"run", "--desired", desired, "--socket", a.socket, "--settle-time", "50ms", "--reload-interval", "1s", "--full-reconciliation-interval", "300ms", "--refresh-interval", "300ms"}
+	args := []string{"run", "--desired", desired, "--socket", a.socket, "--settle-time", "50ms", "--reload-interval", "1s", "--prune-interval", "300ms", "--refresh-interval", "1h"}
 	if ns != "" {
 		// On a named namespace the record would default to the host's
 		// state root: keep it in the test's.
@@ -370,9 +371,17 @@ func TestAgentEndToEnd(t *testing.T) {
 		t.Fatalf("the host's ip_forward changed: %q -> %q", hostForward, now)
 	}
 
-	// Drift is repaired and leftovers of the agent's own protocol are
-	// pruned by the periodic full reconciliation; foreign routes stay.
+	// Drift is repaired as the targets' watches report it (there is no
+	// refresh by age within the test: --refresh-interval 1h), and
+	// leftovers of the agent's own protocol are pruned by the periodic
+	// full reconciliation; foreign routes stay.
 	if _, err := a.ns.Command("ip", "route", "del", "192.0.2.0/24"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ns.Do(func() error { return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("0"), 0) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.ns.Command("iptables", "-D", "STEADYSTATE-INPUT", "1"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.ns.Command("ip", "route", "add", "blackhole", "203.0.113.99/32", "proto", "254"); err != nil {
@@ -398,11 +407,42 @@ func TestAgentEndToEnd(t *testing.T) {
 			if ts.Name == "routes" && (ts.DriftRepaired < 1 || ts.Pruned < 1) {
 				return fmt.Errorf("routes status: drift repaired %d, pruned %d; want at least 1 each", ts.DriftRepaired, ts.Pruned)
 			}
+			if ts.DriftRepaired < 1 {
+				return fmt.Errorf("%s status: no drift repaired", ts.Name)
+			}
 		}
 		return nil
 	})
-	if out, err := a.cli("status"); err != nil || !strings.Contains(out, "DRIFT REPAIRED") {
+	// The status names the latest repairs: what, when, how found.
+	r, err := a.status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRepair := map[string]string{
+		"sysctls":        "change sysctl net.ipv4.ip_forward: 0 -> 1",
+		"routes":         "add route 192.0.2.0/24: blackhole",
+		"iptables-rules": "add rule filter/INPUT/allow-ssh",
+	}
+	for _, ts := range r.Tables {
+		if len(ts.RecentRepairs) == 0 {
+			t.Fatalf("%s: no recent repairs in the status", ts.Name)
+		}
+		rep := ts.RecentRepairs[len(ts.RecentRepairs)-1] // the oldest: the first repair
+		// An iptables prune puts deleted rules back too, and the test's
+		// prunes come every 300ms: on a loaded machine one may be first.
+		found := rep.FoundBy == reconciler.FoundByEvent || ts.Name == "iptables-rules" && rep.FoundBy == reconciler.FoundByPrune
+		if !found || rep.At.IsZero() || !strings.Contains(rep.Changes.String(), wantRepair[ts.Name]) {
+			t.Errorf("%s: repair %+v, want %q found by event", ts.Name, rep, wantRepair[ts.Name])
+		}
+	}
+	if out, err := a.cli("status"); err != nil || !strings.Contains(out, "DRIFT REPAIRED") ||
+		!strings.Contains(out, "Drift repaired (latest first):") || !strings.Contains(out, "add route 192.0.2.0/24: blackhole") {
 		t.Fatalf("status: %v\n%s", err, out)
+	} else {
+		t.Logf("agent status:\n%s", out)
+	}
+	if out, err := a.cli("status", "--format", "json"); err != nil || !strings.Contains(out, `"driftRepaired": `) || !strings.Contains(out, `"recentRepairs": [`) {
+		t.Fatalf("status --format json: %v\n%s", err, out)
 	}
 
 	// The db commands (statedbcmd's) render the tables.

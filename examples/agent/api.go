@@ -46,13 +46,15 @@ type statusReport struct {
 
 // tableStatus counts a table's objects by reconciliation status, with
 // what its reconciler repaired and pruned since the agent started (from
-// the reconciler's metrics; the agent does not count again).
+// the reconciler's metrics; the agent does not count again) and the
+// latest repairs of drift (what was changed back, and when), newest first.
 type tableStatus struct {
-	Name          string         `json:"name"`
-	Objects       int            `json:"objects"`
-	ByStatus      map[string]int `json:"byStatus"`
-	DriftRepaired int            `json:"driftRepaired"`
-	Pruned        int            `json:"pruned"`
+	Name          string              `json:"name"`
+	Objects       int                 `json:"objects"`
+	ByStatus      map[string]int      `json:"byStatus"`
+	DriftRepaired int                 `json:"driftRepaired"`
+	Pruned        int                 `json:"pruned"`
+	RecentRepairs []reconciler.Repair `json:"recentRepairs,omitempty"`
 }
 
 func countByStatus[Obj any](txn statedb.ReadTxn, t statedb.Table[Obj], getStatus func(Obj) reconciler.Status) tableStatus {
@@ -74,6 +76,7 @@ type apiParams struct {
 	Loaded  *firstLoad
 	Metrics prometheus.Gatherer
 	Fleet   *fleetcell.Node `optional:"true"` // in fleet mode
+	Repairs *repairLogs
 }
 
 // newAPI adds the status API's handlers and its socket to the hive's HTTP
@@ -89,6 +92,7 @@ func newAPI(p apiParams) hive.HTTPOut {
 		pruned := counterByTable(p.Metrics, "steadystate_reconciler_pruned_total")
 		for i := range tables {
 			tables[i].DriftRepaired, tables[i].Pruned = drift[tables[i].Name], pruned[tables[i].Name]
+			tables[i].RecentRepairs, _ = p.Repairs.of(tables[i].Name).Latest()
 		}
 		rep := statusReport{Health: p.Health.Snapshot(), Tables: tables}
 		if p.Fleet != nil {

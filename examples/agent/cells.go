@@ -5,9 +5,6 @@ import (
 	"log/slog"
 
 	"github.com/steadystate/steadystate/etcd/fleetcell"
-	"github.com/steadystate/steadystate/examples/iptables"
-	"github.com/steadystate/steadystate/examples/routes"
-	"github.com/steadystate/steadystate/examples/sysctl"
 	"github.com/steadystate/steadystate/hive"
 	"github.com/steadystate/steadystate/hive/cell"
 	"github.com/steadystate/steadystate/hive/job"
@@ -32,12 +29,7 @@ func agentCells() []cell.Cell {
 		cell.Module("agent", "The example node agent",
 			cell.Config(defaultConfig()),
 			fleetcell.ConfigCell,
-			cell.Provide(newNamespace, newStateRecord, newFirstLoad, sysctlTarget, routesTarget, iptablesTarget),
-
-			cell.Decorate(withAgent[*sysctl.Sysctl], sysctl.Cell),
-			cell.Decorate(withAgent[*routes.Route], routes.Cell),
-			cell.Decorate(withAgent[*iptables.Rule], iptables.Cell),
-
+			cell.Provide(newNamespace, newStateRecord, newFirstLoad, newRepairLogs),
 			kindCells(),
 			cell.Module("progress", "A progress log of each table's reconciliation",
 				cell.Invoke(startProgress),
@@ -51,35 +43,17 @@ func agentCells() []cell.Cell {
 	}
 }
 
-// sysctlTarget manages the agent's namespace. Outside --netns host only
-// net.* sysctls: the others are the whole machine's, in any namespace.
-// The original values live in the state record, so that a restarted agent
-// restores what an earlier run changed.
-// (agent diff has none: nil.)
-func sysctlTarget(ns *Namespace, cfg AgentConfig, rec *stateRecord) sysctl.TargetConfig {
-	tc := sysctl.TargetConfig{NetNS: ns.Path, NetworkOnly: cfg.NetNS != netnsHost}
-	if rec != nil {
-		tc.Originals = rec
-	}
-	return tc
-}
-
-func routesTarget(ns *Namespace) routes.TargetConfig {
-	return routes.TargetConfig{NetNS: ns.Path}
-}
-
-// iptablesTarget leaves Rules to iptables.Cell, which uses its table.
-func iptablesTarget(ns *Namespace) iptables.TargetConfig {
-	return iptables.TargetConfig{NetNS: ns.Path}
-}
-
 // withAgent sets the agent's prune and refresh intervals on a reconciler
-// config (a decorator of the example cells') and wraps its target so that
-// the state record holds what it applied and "Removed" is logged once a
+// config (a decorator of the example cells'), keeps its latest repairs of
+// drift for `agent status` (repairLogs), and wraps its target so that the
+// state record holds what it applied and "Removed" is logged once a
 // delete succeeded (recordTarget).
-func withAgent[Obj any](rc reconciler.Config[Obj], cfg AgentConfig, rec *stateRecord, log *slog.Logger) reconciler.Config[Obj] {
-	rc.FullReconciliationInterval = cfg.FullReconciliationInterval
+func withAgent[Obj any](rc reconciler.Config[Obj], cfg AgentConfig, rec *stateRecord, repairs *repairLogs, log *slog.Logger) reconciler.Config[Obj] {
+	rc.FullReconciliationInterval = cfg.PruneInterval
 	rc.RefreshInterval = cfg.RefreshInterval
+	if rc.Table != nil && rc.OnRepair == nil {
+		rc.OnRepair = repairs.of(rc.Table.Name()).Add
+	}
 	if rc.Target != nil && rc.Table != nil {
 		rc.Target = recordTarget(rc.Target, rec, rc.Table.Name(), rc.Table.PrimaryKey, log)
 	}

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
@@ -17,6 +18,7 @@ import (
 	"github.com/steadystate/steadystate/examples/iptables"
 	"github.com/steadystate/steadystate/examples/routes"
 	"github.com/steadystate/steadystate/examples/sysctl"
+	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/statedb/statedbcmd"
 )
 
@@ -145,11 +147,48 @@ func writeStatus(w io.Writer, r *statusReport) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := writeRepairs(w, r.Tables); err != nil {
+		return err
+	}
 	if f := r.Fleet; f != nil {
 		_, err := fmt.Fprintf(w, "\nFleet: node %s, revision %d reached and reported\n", f.Node, f.Revision)
 		return err
 	}
 	return nil
+}
+
+// writeRepairs prints the latest repairs of drift of every table, newest
+// first: when, the table, how the drift was found, the object and what was
+// changed back. Nothing when there were none.
+func writeRepairs(w io.Writer, tables []tableStatus) error {
+	var rows []struct {
+		table string
+		rep   reconciler.Repair
+	}
+	for _, t := range tables {
+		for _, rep := range t.RecentRepairs {
+			rows = append(rows, struct {
+				table string
+				rep   reconciler.Repair
+			}{t.Name, rep})
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].rep.At.After(rows[j].rep.At) })
+	fmt.Fprintln(w, "\nDrift repaired (latest first):")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WHEN\tTABLE\tFOUND BY\tOBJECT\tCHANGED BACK")
+	for _, row := range rows {
+		changes := make([]string, len(row.rep.Changes))
+		for i, c := range row.rep.Changes {
+			changes[i] = c.String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", row.rep.At.Local().Format(time.DateTime), row.table, row.rep.FoundBy,
+			row.rep.Object, strings.Join(changes, "; "))
+	}
+	return tw.Flush()
 }
 
 // dbCommand is statedbcmd's command set on the agent's socket (--netns or

@@ -36,13 +36,13 @@ type AgentConfig struct {
 	// ReloadInterval is how often the desired file is read without a
 	// change notification: the fallback for what notifications miss.
 	ReloadInterval time.Duration
-	// FullReconciliationInterval is how often each reconciler prunes (what
+	// PruneInterval is how often each reconciler prunes (what
 	// its target owns and is not desired goes); the first runs right after
 	// the first load.
-	FullReconciliationInterval time.Duration
-	// RefreshInterval is the age after which an applied object is applied
-	// again, which repairs drift (a route deleted by hand, a sysctl
-	// changed).
+	PruneInterval time.Duration
+	// RefreshInterval is the age after which an applied object is checked
+	// again and any drift repaired: a backstop, since the targets report
+	// drift as it happens (a route deleted by hand, a sysctl changed).
 	RefreshInterval time.Duration
 }
 
@@ -70,7 +70,7 @@ func defaultConfig() AgentConfig {
 		SettleTime:     DefaultSettleTime,
 		ReloadInterval: DefaultReloadInterval,
 		// Leftovers are pruned within a minute.
-		FullReconciliationInterval: time.Minute,
+		PruneInterval: time.Minute,
 		// Drift (someone changing a route or rule behind the agent's back)
 		// is repaired within ten minutes, by refreshing objects at a
 		// limited rate rather than all at once.
@@ -86,8 +86,8 @@ func (def AgentConfig) Flags(fs *pflag.FlagSet) {
 	fs.String("state-dir", def.StateDir, "directory of the agent's durable record (original values, what it applied); default: one per --netns under "+stateRoot())
 	fs.Duration("settle-time", def.SettleTime, "how long the desired file must stay unchanged before it is read (write it via rename to be safe)")
 	fs.Duration("reload-interval", def.ReloadInterval, "how often to read the desired file without a change notification (fallback)")
-	fs.Duration("full-reconciliation-interval", def.FullReconciliationInterval, "how often to prune what the agent applied and is no longer desired (the first runs after the first load)")
-	fs.Duration("refresh-interval", def.RefreshInterval, "age after which an applied object is applied again, repairing drift")
+	fs.Duration("prune-interval", def.PruneInterval, "how often to prune what the agent applied and is no longer desired (the first runs after the first load)")
+	fs.Duration("refresh-interval", def.RefreshInterval, "age after which an applied object is checked again and any drift repaired (a backstop: the targets report drift as it happens)")
 }
 
 // Validate implements the config check of hive.
@@ -98,8 +98,8 @@ func (c AgentConfig) Validate() error {
 	if c.ReloadInterval <= 0 {
 		return fmt.Errorf("--reload-interval: must be positive, got %v", c.ReloadInterval)
 	}
-	if c.FullReconciliationInterval <= 0 {
-		return fmt.Errorf("--full-reconciliation-interval: must be positive, got %v", c.FullReconciliationInterval)
+	if c.PruneInterval <= 0 {
+		return fmt.Errorf("--prune-interval: must be positive, got %v", c.PruneInterval)
 	}
 	if c.RefreshInterval <= 0 {
 		return fmt.Errorf("--refresh-interval: must be positive, got %v", c.RefreshInterval)

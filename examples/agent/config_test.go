@@ -18,7 +18,7 @@ import (
 func TestConfig(t *testing.T) {
 	def := defaultConfig()
 	if def.Desired != "" || def.NetNS != netnsSandbox || def.ReloadInterval != 10*time.Second || def.SettleTime != 500*time.Millisecond ||
-		def.FullReconciliationInterval != time.Minute || def.RefreshInterval != 10*time.Minute {
+		def.PruneInterval != time.Minute || def.RefreshInterval != 10*time.Minute {
 		t.Fatalf("defaults %+v", def)
 	}
 	if def.StateDir != "" || def.Socket != "" {
@@ -73,10 +73,10 @@ func TestConfig(t *testing.T) {
 		}
 	}
 	for flag, edit := range map[string]func(*AgentConfig){
-		"--reload-interval":              func(c *AgentConfig) { c.ReloadInterval = 0 },
-		"--settle-time":                  func(c *AgentConfig) { c.SettleTime = -time.Millisecond },
-		"--full-reconciliation-interval": func(c *AgentConfig) { c.FullReconciliationInterval = -time.Second },
-		"--refresh-interval":             func(c *AgentConfig) { c.RefreshInterval = 0 },
+		"--reload-interval":  func(c *AgentConfig) { c.ReloadInterval = 0 },
+		"--settle-time":      func(c *AgentConfig) { c.SettleTime = -time.Millisecond },
+		"--prune-interval":   func(c *AgentConfig) { c.PruneInterval = -time.Second },
+		"--refresh-interval": func(c *AgentConfig) { c.RefreshInterval = 0 },
 	} {
 		c := defaultConfig()
 		c.Desired = "desired.yaml"

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/steadystate/steadystate/examples/internal/netnstest"
-	"github.com/steadystate/steadystate/examples/internal/netnsutil"
+	"github.com/steadystate/steadystate/examples/netnstest"
+	"github.com/steadystate/steadystate/examples/netnsutil"
 )
 
 // crashSysctls are per-namespace sysctls the crash test changes; each has

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/steadystate/steadystate/examples/internal/netnstest"
+	"github.com/steadystate/steadystate/examples/netnstest"
 )
 
 // checkDBQueries runs `agent db` queries against an agent that applied

@@ -16,7 +16,6 @@ import (
 
 	"github.com/steadystate/steadystate/examples/iptables"
 	"github.com/steadystate/steadystate/examples/routes"
-	"github.com/steadystate/steadystate/examples/sysctl"
 	"github.com/steadystate/steadystate/hive/cell"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/statedb"
@@ -137,7 +136,7 @@ func runDiff(ctx context.Context, w io.Writer, cfg AgentConfig, format string) (
 }
 
 // planAll loads the desired file into tables of a database of its own and
-// returns the dry run of each target on them: sysctls, routes, rules.
+// returns the dry run of each kind's target on them.
 func planAll(ctx context.Context, cfg AgentConfig, ns *Namespace, warn io.Writer) (reconciler.Plan, error) {
 	data, err := os.ReadFile(cfg.Desired)
 	if err != nil {
@@ -147,19 +146,19 @@ func planAll(ctx context.Context, cfg AgentConfig, ns *Namespace, warn io.Writer
 	if err != nil {
 		return nil, err
 	}
-	db := statedb.New()
-	sysctls, err1 := sysctl.NewTable(db)
-	rts, err2 := routes.NewTable(db)
-	rules, err3 := iptables.NewTable(db)
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return nil, err
-	}
 	if err := validateDesired(cfg.Desired, f); err != nil {
 		return nil, err
 	}
-	wtxn := db.WriteTxn(sysctls, rts, rules)
-	for i, table := range []statedb.TableMeta{sysctls, rts, rules} {
-		if err := kinds[i].fill(wtxn, table, f.of(kinds[i])); err != nil {
+	db := statedb.New()
+	tables := make([]statedb.TableMeta, len(kinds))
+	for i, k := range kinds {
+		if tables[i], err = k.newTable(db); err != nil {
+			return nil, err
+		}
+	}
+	wtxn := db.WriteTxn(tables[0], tables[1:]...)
+	for i, k := range kinds {
+		if err := k.fill(wtxn, tables[i], f.of(k)); err != nil {
 			wtxn.Abort()
 			return nil, err
 		}
@@ -184,35 +183,10 @@ func planAll(ctx context.Context, cfg AgentConfig, ns *Namespace, warn io.Writer
 			return nil, err
 		}
 	}
-	st, err := sysctl.NewTarget(sysctlTarget(ns, cfg, rec))
-	if err != nil {
-		return nil, err
-	}
-	rt, err := routes.NewTarget(routesTarget(ns))
-	if err != nil {
-		return nil, err
-	}
-	defer rt.Close()
-	itc := iptablesTarget(ns)
-	itc.Rules = rules
-	it, err := iptables.NewTarget(itc)
-	if err != nil {
-		return nil, err
-	}
 	var plan reconciler.Plan
 	var errs []error
-	for _, run := range []func() (reconciler.Plan, error){
-		func() (reconciler.Plan, error) {
-			return reconciler.DryRun(ctx, db, sysctls.ToTable(), reconciler.Target[*sysctl.Sysctl](st))
-		},
-		func() (reconciler.Plan, error) {
-			return reconciler.DryRun(ctx, db, rts.ToTable(), reconciler.Target[*routes.Route](rt))
-		},
-		func() (reconciler.Plan, error) {
-			return reconciler.DryRun(ctx, db, rules.ToTable(), reconciler.Target[*iptables.Rule](it))
-		},
-	} {
-		p, err := run()
+	for i := range kinds {
+		p, err := kindDryRuns[i](ctx, db, tables[i], ns, cfg, rec)
 		plan = append(plan, p...)
 		errs = append(errs, err)
 	}

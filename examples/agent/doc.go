@@ -80,10 +80,15 @@
 //
 // The agent gives the example cells their target configs (all in the
 // namespace of --netns) and decorates their reconciler configs with its
-// prune interval (--full-reconciliation-interval, 1m) and refresh interval
-// (--refresh-interval, 10m: applied objects are re-applied at that age, at
-// a limited rate, which repairs drift; the targets plan first, so a
-// refresh that finds nothing to do writes nothing). The loader is the only writer of desired
+// prune interval (--prune-interval, 1m) and refresh interval
+// (--refresh-interval, 10m: applied objects are checked again at that age,
+// at a limited rate). The refresh is a backstop: the targets report drift
+// as it happens (route and link notifications; nf_tables notifications, or
+// a read of the chains every 10s on iptables-legacy; a read of the sysctls
+// every 5s), and the reconcilers repair it at once. The targets plan
+// first, so a check that finds nothing to do writes nothing. `agent
+// status` shows per table how much drift was repaired and the latest
+// repairs (what, when, how found). The loader is the only writer of desired
 // objects. It registers an initializer on each table and marks it done
 // after the first good load, so no reconciler prunes before the file was
 // read. It applies only a whole file (see watch.go: fsnotify on the file's

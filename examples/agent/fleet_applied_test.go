@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/steadystate/steadystate/etcd/etcdtest"
-	"github.com/steadystate/steadystate/examples/internal/netnstest"
-	"github.com/steadystate/steadystate/examples/internal/netnsutil"
+	"github.com/steadystate/steadystate/examples/netnstest"
+	"github.com/steadystate/steadystate/examples/netnsutil"
 )
 
 // After a `fleet apply` that changes one route only (one table, in place),

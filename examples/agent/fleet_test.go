@@ -16,8 +16,8 @@ import (
 	"github.com/steadystate/steadystate/etcd"
 	"github.com/steadystate/steadystate/etcd/etcdtest"
 	"github.com/steadystate/steadystate/etcd/fleetcmd"
-	"github.com/steadystate/steadystate/examples/internal/netnstest"
-	"github.com/steadystate/steadystate/examples/internal/netnsutil"
+	"github.com/steadystate/steadystate/examples/netnstest"
+	"github.com/steadystate/steadystate/examples/netnsutil"
 )
 
 // fleetCLI runs `agent fleet ARGS --etcd-endpoints EPS`.
@@ -95,7 +95,7 @@ func startFleetAgent(t *testing.T, bin, eps, node string, ns netnsutil.NS, extra
 	a := &agentProc{t: t, bin: bin, socket: filepath.Join(dir, "agent.sock"), out: &syncBuffer{}, ns: ns}
 	a.cmd = exec.Command(bin, "run", "--etcd-endpoints", eps, "--node", node, "--netns", filepath.Base(string(ns)),
 		"--socket", a.socket, "--state-dir", filepath.Join(dir, "state"), "--status-ttl", "3s",
-		"--full-reconciliation-interval", "300ms", "--refresh-interval", "300ms")
+		"--prune-interval", "300ms", "--refresh-interval", "300ms")
 	a.cmd.Args = append(a.cmd.Args, extra...)
 	a.cmd.Stdout, a.cmd.Stderr = a.out, a.out
 	if err := a.cmd.Start(); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -25,9 +26,9 @@ import (
 // progress log loop over them. A fourth kind is a line here and its target
 // package (whose cell provides its table and reconciler).
 var kinds = []agentKind{
-	kindOf[sysctl.Sysctl, *sysctl.Sysctl]{file: "sysctls", table: sysctl.TableName, noun: "sysctl", key: func(s *sysctl.Sysctl) string { return s.Name }},
-	kindOf[routes.Route, *routes.Route]{file: "routes", table: routes.TableName, noun: "route", key: func(r *routes.Route) string { return r.Key().String() }},
-	kindOf[iptables.Rule, *iptables.Rule]{file: "rules", table: iptables.TableName, noun: "rule", key: (*iptables.Rule).Key},
+	kindOf[sysctl.Sysctl, *sysctl.Sysctl]{file: "sysctls", table: sysctl.TableName, noun: "sysctl", key: func(s *sysctl.Sysctl) string { return s.Name }, newTbl: sysctl.NewTable},
+	kindOf[routes.Route, *routes.Route]{file: "routes", table: routes.TableName, noun: "route", key: func(r *routes.Route) string { return r.Key().String() }, newTbl: routes.NewTable},
+	kindOf[iptables.Rule, *iptables.Rule]{file: "rules", table: iptables.TableName, noun: "rule", key: (*iptables.Rule).Key, newTbl: iptables.NewTable},
 }
 
 // kindConstructors are the kinds' constructors in the agent's hive, in the
@@ -37,6 +38,69 @@ var kindConstructors = []any{
 	kindRuntimeOf[sysctl.Sysctl, *sysctl.Sysctl],
 	kindRuntimeOf[routes.Route, *routes.Route],
 	kindRuntimeOf[iptables.Rule, *iptables.Rule],
+}
+
+// kindTargets are the kinds' target packages in the agent's hive, in the
+// order of kinds: each one's cell, given the agent's intervals and durable
+// record (withAgent), and its target's config, in the namespace of --netns.
+var kindTargets = []cell.Cell{
+	cell.Group(cell.Provide(sysctlTarget), cell.Decorate(withAgent[*sysctl.Sysctl], sysctl.Cell)),
+	cell.Group(cell.Provide(routesTarget), cell.Decorate(withAgent[*routes.Route], routes.Cell)),
+	cell.Group(cell.Provide(iptablesTarget), cell.Decorate(withAgent[*iptables.Rule], iptables.Cell)),
+}
+
+// kindDryRuns are the kinds' dry runs for `agent diff`, in the order of
+// kinds: the kind's target made outside the hive (with rec, nil when no
+// record is read), planning what it would change for the objects of table
+// (the kind's, in db).
+var kindDryRuns = []func(ctx context.Context, db *statedb.DB, table statedb.TableMeta, ns *Namespace, cfg AgentConfig, rec *stateRecord) (reconciler.Plan, error){
+	func(ctx context.Context, db *statedb.DB, table statedb.TableMeta, ns *Namespace, cfg AgentConfig, rec *stateRecord) (reconciler.Plan, error) {
+		t, err := sysctl.NewTarget(sysctlTarget(ns, cfg, rec))
+		if err != nil {
+			return nil, err
+		}
+		return reconciler.DryRun(ctx, db, table.(statedb.RWTable[*sysctl.Sysctl]).ToTable(), reconciler.Target[*sysctl.Sysctl](t))
+	},
+	func(ctx context.Context, db *statedb.DB, table statedb.TableMeta, ns *Namespace, _ AgentConfig, _ *stateRecord) (reconciler.Plan, error) {
+		t, err := routes.NewTarget(routesTarget(ns))
+		if err != nil {
+			return nil, err
+		}
+		defer t.Close()
+		return reconciler.DryRun(ctx, db, table.(statedb.RWTable[*routes.Route]).ToTable(), reconciler.Target[*routes.Route](t))
+	},
+	func(ctx context.Context, db *statedb.DB, table statedb.TableMeta, ns *Namespace, _ AgentConfig, _ *stateRecord) (reconciler.Plan, error) {
+		rules := table.(statedb.RWTable[*iptables.Rule])
+		tc := iptablesTarget(ns)
+		tc.Rules = rules
+		t, err := iptables.NewTarget(tc)
+		if err != nil {
+			return nil, err
+		}
+		return reconciler.DryRun(ctx, db, rules.ToTable(), reconciler.Target[*iptables.Rule](t))
+	},
+}
+
+// sysctlTarget manages the agent's namespace. Outside --netns host only
+// net.* sysctls: the others are the whole machine's, in any namespace.
+// The original values live in the state record, so that a restarted agent
+// restores what an earlier run changed.
+// (agent diff without a record has none: nil.)
+func sysctlTarget(ns *Namespace, cfg AgentConfig, rec *stateRecord) sysctl.TargetConfig {
+	tc := sysctl.TargetConfig{NetNS: ns.Path, NetworkOnly: cfg.NetNS != netnsHost}
+	if rec != nil {
+		tc.Originals = rec
+	}
+	return tc
+}
+
+func routesTarget(ns *Namespace) routes.TargetConfig {
+	return routes.TargetConfig{NetNS: ns.Path}
+}
+
+// iptablesTarget leaves Rules to iptables.Cell, which uses its table.
+func iptablesTarget(ns *Namespace) iptables.TargetConfig {
+	return iptables.TargetConfig{NetNS: ns.Path}
 }
 
 // agentKind is one kind: what is done with its objects without their type.
@@ -55,6 +119,8 @@ type agentKind interface {
 	decodes(name string, v []byte) error
 	// describe names an object of the kind ("route blackhole 192.0.2.0/24").
 	describe(obj any) (string, bool)
+	// newTable makes the kind's table in db (outside the hive: agent diff).
+	newTable(db *statedb.DB) (statedb.TableMeta, error)
 	// fill writes objs into table (the kind's) as desired objects.
 	fill(txn statedb.WriteTxn, table statedb.TableMeta, objs []any) error
 	// constructs tells whether ctor is the kind's constructor.
@@ -74,8 +140,11 @@ type object[T any] interface {
 // kindOf is an agentKind of objects *T.
 type kindOf[T any, PT object[T]] struct {
 	file, table, noun string
-	key               func(PT) string // the primary key's text
+	key               func(PT) string                                                        // the primary key's text
+	newTbl            func(*statedb.DB, ...statedb.Indexer[PT]) (statedb.RWTable[PT], error) // its target package's NewTable
 }
+
+func (k kindOf[T, PT]) newTable(db *statedb.DB) (statedb.TableMeta, error) { return k.newTbl(db) }
 
 func (k kindOf[T, PT]) fileKey() string   { return k.file }
 func (k kindOf[T, PT]) tableName() string { return k.table }
@@ -249,18 +318,22 @@ func (in kindsIn) sorted() []kindRuntime {
 	return out
 }
 
-// kindCells provide every kind's runtime.
+// kindCells are every kind's target package and runtime in the hive.
 func kindCells() cell.Cell {
-	if len(kindConstructors) != len(kinds) {
-		panic("kindConstructors and kinds differ: give each kind its constructor, in order")
+	if len(kindConstructors) != len(kinds) || len(kindTargets) != len(kinds) || len(kindDryRuns) != len(kinds) {
+		panic("kindConstructors, kindTargets, kindDryRuns and kinds differ: give each kind its part of each, in order")
 	}
 	for i, k := range kinds {
 		if !k.constructs(kindConstructors[i]) {
 			panic(fmt.Sprintf("kindConstructors[%d] is not the constructor of %s", i, k.fileKey()))
 		}
 	}
-	return cell.Provide(kindConstructors...)
+	return cell.Group(append(kindTargets, kindRuntimes())...)
 }
+
+// kindRuntimes provide every kind's runtime from its table and reconciler
+// (which kindTargets provide in the agent, and a test provides itself).
+func kindRuntimes() cell.Cell { return cell.Provide(kindConstructors...) }
 
 // describe names any of the agent's objects with its kind.
 func describe(obj any) string {

@@ -15,7 +15,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/steadystate/steadystate/examples/internal/netnsutil"
+	"github.com/steadystate/steadystate/examples/netnsutil"
 )
 
 // Files of a running agent, one set per managed namespace, so that agents
@@ -80,6 +80,10 @@ func socketFor(netnsFlag string) string {
 // same namespace.
 var errAgentRunning = errors.New("another agent is running")
 
+// lockPatience is how long lockNamespace tries to take a lock that is
+// held (see there).
+const lockPatience = time.Second
+
 // lockNamespace takes RUNDIR/<ns>.lock for the life of the process, so
 // that a second agent on the same namespace fails before it changes
 // anything. The returned function releases it.
@@ -92,7 +96,15 @@ func lockNamespace(netnsFlag string) (release func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("--netns %s: %w", netnsFlag, err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	// An agent killed a moment ago may leave a child between fork and exec,
+	// which holds a copy of the lock's descriptor until it execs: try for a
+	// moment before concluding that another agent runs.
+	err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	for deadline := time.Now().Add(lockPatience); errors.Is(err, unix.EWOULDBLOCK) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	}
+	if err != nil {
 		pid, _ := os.ReadFile(path)
 		f.Close()
 		return nil, fmt.Errorf("--netns %s: %w (pid %s holds %s)", netnsFlag, errAgentRunning, strings.TrimSpace(string(pid)), path)

@@ -11,8 +11,8 @@ import (
 
 	"github.com/vishvananda/netns"
 
-	"github.com/steadystate/steadystate/examples/internal/netnstest"
-	"github.com/steadystate/steadystate/examples/internal/netnsutil"
+	"github.com/steadystate/steadystate/examples/netnstest"
+	"github.com/steadystate/steadystate/examples/netnsutil"
 )
 
 // The socket scheme: one file name per managed namespace, in one run

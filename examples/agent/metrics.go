@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/steadystate/steadystate/reflector/filesource"
 )
 
 // The agent's own metrics (the tables', reconcilers', health's and jobs'
@@ -24,6 +25,8 @@ const (
 )
 
 type loaderMetrics struct {
+	filesource.NopMetrics // a method added to filesource.Metrics is a no-op until implemented here
+
 	loads       *prometheus.CounterVec
 	deferred    prometheus.Counter
 	lastApplied prometheus.Gauge

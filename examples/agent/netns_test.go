@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/steadystate/steadystate/examples/internal/netnstest"
+	"github.com/steadystate/steadystate/examples/netnstest"
 )
 
 var discard = slog.New(slog.NewTextHandler(io.Discard, nil))

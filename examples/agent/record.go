@@ -23,8 +23,9 @@ import (
 // removes what an earlier run applied even without ownership marks. A failure
 // to record is the operation's error (retried), so the record never
 // misses an object the reconciler counts as Done. The wrapper keeps the
-// target's optional interfaces (reconciler.Planner, reconciler.BatchTarget):
-// see recordTarget.
+// target's optional interfaces (reconciler.Planner with
+// reconciler.BatchPlanner, reconciler.BatchTarget; reconciler.DriftTarget
+// is always forwarded): see recordTarget.
 type recorded[Obj any] struct {
 	inner  reconciler.Target[Obj]
 	rec    *stateRecord
@@ -164,9 +165,32 @@ func (r *recorded[Obj]) record(applied, deleted []Obj) error {
 	return nil
 }
 
-// planner forwards reconciler.Planner: a plan changes nothing, so there is
-// nothing to record.
+// WatchDrift implements reconciler.DriftTarget: the inner target's watch,
+// if it has one; otherwise it waits for ctx (drift is then found by the
+// refresh by age alone).
+func (r *recorded[Obj]) WatchDrift(ctx context.Context, drift reconciler.Drift) error {
+	if d, ok := r.inner.(reconciler.DriftTarget[Obj]); ok {
+		return d.WatchDrift(ctx, drift)
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// planner forwards reconciler.Planner and reconciler.BatchPlanner: a plan
+// changes nothing, so there is nothing to record.
 type planner[Obj any] struct{ p reconciler.Planner[Obj] }
+
+// PlanUpdateBatch implements reconciler.BatchPlanner: the inner target's
+// batch plan, or PlanUpdate per entry if it has none.
+func (p planner[Obj]) PlanUpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.PlanEntry[Obj]) {
+	if bp, ok := p.p.(reconciler.BatchPlanner[Obj]); ok {
+		bp.PlanUpdateBatch(ctx, txn, batch)
+		return
+	}
+	for i := range batch {
+		batch[i].Plan, batch[i].Result = p.p.PlanUpdate(ctx, txn, batch[i].Object)
+	}
+}
 
 func (p planner[Obj]) PlanUpdate(ctx context.Context, txn statedb.ReadTxn, obj Obj) (reconciler.Plan, error) {
 	return p.p.PlanUpdate(ctx, txn, obj)

@@ -54,7 +54,7 @@ func startLoaderFixture(t *testing.T, cfg AgentConfig) *loaderFixture {
 				func() reconciler.Reconciler[*iptables.Rule] { return nopReconciler[*iptables.Rule]{} },
 				newFirstLoad,
 			),
-			kindCells(),
+			kindRuntimes(),
 			fileModeCells,
 			cell.Invoke(func(src *filesource.Source[[]byte], first *firstLoad, db *statedb.DB, s statedb.RWTable[*sysctl.Sysctl], r statedb.RWTable[*routes.Route], ru statedb.RWTable[*iptables.Rule], k kindsIn) {
 				f.src, f.first, f.db, f.sysctls, f.routes, f.rules, f.kinds = src, first, db, s, r, ru, k

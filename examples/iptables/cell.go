@@ -17,8 +17,9 @@ const DefaultIncrementalRoundSize = 10000
 // DefaultIncrementalRoundSize and the other fields at their defaults.
 // table must be the table the target was made with. Set
 // FullReconciliationInterval (or call Reconciler.Prune) to have leftover
-// rules and chains pruned, and RefreshInterval to have rules changed or
-// deleted by hand repaired.
+// rules and chains pruned. Rules changed or deleted by hand are repaired
+// as the target's watch reports them; RefreshInterval adds a refresh by
+// age.
 func ReconcilerConfig(table statedb.RWTable[*Rule], target *Target) reconciler.Config[*Rule] {
 	return reconciler.Config[*Rule]{
 		Name:                 "iptables",

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/steadystate/steadystate/examples/internal/netnstest"
+	"github.com/steadystate/steadystate/examples/netnstest"
 	"github.com/steadystate/steadystate/hive/cell"
 	"github.com/steadystate/steadystate/hive/hivetest"
 	"github.com/steadystate/steadystate/reconciler"

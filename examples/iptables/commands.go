@@ -41,6 +41,7 @@ func (t *Target) saveAsync(ctx context.Context, tables map[string]bool) func() (
 
 // save reads one table with iptables-save.
 func (t *Target) save(ctx context.Context, table string) (*tableState, error) {
+	t.saves.Add(1)
 	out, err := t.run(ctx, nil, t.saveCmd, "-t", table)
 	if err != nil {
 		return nil, err
@@ -58,7 +59,12 @@ func (t *Target) save(ctx context.Context, table string) (*tableState, error) {
 // restore runs iptables-restore --noflush with input. On failure it
 // returns iptables' message too.
 func (t *Target) restore(ctx context.Context, input []byte) (msg string, err error) {
-	_, err = t.run(ctx, input, t.restoreCmd, "--noflush", "--wait")
+	// The watch drops the notifications of the target's own changes, known
+	// by the process ID.
+	err = t.ns.Do(func() error {
+		_, err := runCommandNoted(ctx, input, t.own.add, t.restoreCmd, "--noflush", "--wait")
+		return err
+	})
 	if err != nil {
 		var ce *commandError
 		if errors.As(err, &ce) {
@@ -96,17 +102,29 @@ func (t *Target) run(ctx context.Context, stdin []byte, name string, args ...str
 // runCommand runs a command in the namespace of the calling thread and
 // returns its standard output; its error is a *commandError.
 func runCommand(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error) {
+	return runCommandNoted(ctx, stdin, nil, name, args...)
+}
+
+// runCommandNoted is runCommand that gives started, if not nil, the
+// process ID once the command has started.
+func runCommandNoted(ctx context.Context, stdin []byte, started func(pid int), name string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Start()
+	if err == nil {
+		if started != nil {
+			started(cmd.Process.Pid)
+		}
+		err = cmd.Wait()
+	}
 	if err != nil {
 		return nil, &commandError{cmd: name, err: err, stderr: oneLine(stderr.String())}
 	}
-	return out, nil
+	return stdout.Bytes(), nil
 }
 
 // oneLine joins the meaningful lines of iptables' error output.

@@ -9,7 +9,8 @@
 //	types.go     the object (Rule): fields, Validate, spec parsing
 //	table.go     the table's name and indexes, NewTable
 //	target.go    the Target (NewTarget): batches, Update, Delete, Prune
-//	plan.go      the Target's plan (reconciler.Planner)
+//	plan.go      the Target's plan (reconciler.Planner, BatchPlanner)
+//	watch.go     drift: nf_tables notifications, or a check on legacy (reconciler.DriftTarget)
 //	cell.go      ReconcilerConfig, and Cell (a hive module)
 //	learn.go     how iptables shows the desired rules, learned for plans
 //	save.go      reading iptables-save output
@@ -85,9 +86,23 @@
 // strays and changed rules are deleted, missing ones put back; owned chains
 // that have no desired rules are removed, with their hooks. Its plan
 // (PlanPrune) lists all of it, so a reconciler skips a Prune only when
-// there is nothing to do. Owned chains deleted by hand are recreated by
-// the refresh (the reconciler's RefreshInterval), whose Updates put each
-// rule back.
+// there is nothing to do; what it puts back is marked Repair (drift
+// repaired, not a leftover pruned). Owned chains deleted by hand are
+// recreated by the Updates of the checks that the watch asks for (below),
+// or of the refresh by age (the reconciler's RefreshInterval).
+//
+// # Drift
+//
+// On the nf_tables backend (iptables-nft, Debian's default), iptables
+// writes nf_tables, which notifies every change: the target reads those
+// notifications in its namespace and reports the chains it owns that
+// another program changed (their rules, their hooks, their table), so
+// that the reconciler checks their rules (one iptables-save per table)
+// and repairs them at once. Its own changes and everything it does not own
+// are dropped after decoding. On the legacy backend, which notifies
+// nothing, it reads its chains every TargetConfig.CheckInterval (10
+// seconds by default; one iptables-save) instead. See watch.go;
+// TargetConfig.DisableWatch turns it off.
 //
 // # Running it
 //

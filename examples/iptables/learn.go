@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/steadystate/steadystate/examples/internal/netnsutil"
+	"github.com/steadystate/steadystate/examples/netnsutil"
 )
 
 // How iptables-save shows a rule is not its spec: iptables adds matches

@@ -3,13 +3,15 @@ package iptables
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/steadystate/steadystate/examples/internal/netnstest"
-	"github.com/steadystate/steadystate/examples/internal/netnsutil"
+	"github.com/steadystate/steadystate/examples/netnstest"
+	"github.com/steadystate/steadystate/examples/netnsutil"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/reconciler/reconcilertest"
 	"github.com/steadystate/steadystate/statedb"
@@ -25,10 +27,21 @@ type fixture struct {
 	r      reconciler.Reconciler[*Rule]
 	// known maps the iptables-save line of every rule the test wrote
 	// (as it shows in the owned chain of its table) to the rule's name.
-	known map[string]string
+	known   map[string]string
+	repairs *reconciler.RepairLog
+	metrics *countingMetrics
 }
 
+// newFixture starts a reconciler of a new rules table into a new
+// namespace. The repairs of drift go to the fixture's log.
 func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	return newFixtureWith(t, nil)
+}
+
+// newFixtureWith is newFixture with the target's config changed by tc (if
+// not nil) and the reconciler's by the edits.
+func newFixtureWith(t *testing.T, tcEdit func(*TargetConfig), edits ...func(*reconciler.Config[*Rule])) *fixture {
 	t.Helper()
 	netnstest.RequireCommand(t, "iptables-restore")
 	ns := netnstest.New(t)
@@ -37,15 +50,55 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	target, err := NewTarget(TargetConfig{NetNS: string(ns), Rules: table})
+	tc := TargetConfig{NetNS: string(ns), Rules: table}
+	if tcEdit != nil {
+		tcEdit(&tc)
+	}
+	target, err := NewTarget(tc)
 	if err != nil {
 		t.Fatal(err)
 	}
+	repairs := &reconciler.RepairLog{Size: 1000}
+	metrics := &countingMetrics{}
 	cfg := ReconcilerConfig(table, target)
 	cfg.RetryBackoffMin = 10 * time.Millisecond
+	cfg.OnRepair = repairs.Add
+	cfg.Metrics = metrics
+	for _, e := range edits {
+		e(&cfg)
+	}
 	r := reconcilertest.Start(t, db, cfg)
-	return &fixture{t: t, ns: ns, db: db, table: table, target: target, r: r, known: map[string]string{}}
+	return &fixture{t: t, ns: ns, db: db, table: table, target: target, r: r, known: map[string]string{}, repairs: repairs, metrics: metrics}
 }
+
+// countingMetrics counts what a prune removed and the drift repaired.
+type countingMetrics struct {
+	reconciler.NopMetrics
+	mu            sync.Mutex
+	pruned, drift int
+}
+
+func (m *countingMetrics) Pruned(_, _ string, n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pruned += n
+}
+
+func (m *countingMetrics) DriftRepaired(_, _ string, n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.drift += n
+}
+
+func (m *countingMetrics) read() (pruned, drift int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.pruned, m.drift
+}
+
+// noWatch turns the target's drift watch off: for tests that change the
+// rules by hand and look at them before a repair.
+func noWatch(tc *TargetConfig) { tc.DisableWatch = true }
 
 // learn records how iptables-save shows each rule, found by writing it
 // into a scratch chain of its own, so that names can tell the rules of an
@@ -108,14 +161,21 @@ func (f *fixture) sh(args ...string) {
 	}
 }
 
-// save returns iptables-save of one table in the namespace.
+// save returns iptables-save of one table in the namespace, without its
+// comment lines (they hold the time).
 func (f *fixture) save(table string) string {
 	f.t.Helper()
 	out, err := f.ns.Command("iptables-save", "-t", table)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	return string(out)
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(string(out), "\n") {
+		if !strings.HasPrefix(l, "#") {
+			b.WriteString(l)
+		}
+	}
+	return b.String()
 }
 
 // names returns the names of the rules in the owned chain for builtin, in
@@ -170,12 +230,19 @@ func (f *fixture) addForeign() {
 	f.sh("-A", "INPUT", "-j", "FOREIGN")
 }
 
-func (f *fixture) eventually(what string, cond func() bool) {
+// eventually polls cond until it holds or 30s have passed (generous, for
+// a loaded machine under -race); the failure shows the filter table and
+// what the optional show functions return.
+func (f *fixture) eventually(what string, cond func() bool, show ...func() WatchStats) {
 	f.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			f.t.Fatalf("timed out waiting until %s\n%s", what, f.save("filter"))
+			var extra string
+			for _, s := range show {
+				extra += fmt.Sprintf("watch: %+v\n", s())
+			}
+			f.t.Fatalf("timed out waiting until %s\n%s%s", what, extra, f.save("filter"))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -189,7 +256,7 @@ func filterIn(name string, prio int, spec string) *Rule {
 // apply rules in order, change them, survive foreign rules, repair drift
 // with a full reconciliation, and remove them again.
 func TestRulesLifecycle(t *testing.T) {
-	f := newFixture(t)
+	f := newFixtureWith(t, noWatch)
 	f.addForeign()
 
 	ssh := filterIn("ssh", 10, "-p tcp --dport 22 -j ACCEPT")
@@ -326,7 +393,9 @@ func TestBadRuleInBatch(t *testing.T) {
 // leaves foreign rules alone; a target with another prefix leaves both
 // alone.
 func TestPruneAfterRestart(t *testing.T) {
-	f := newFixture(t)
+	// Without the watch: the fixture's reconciler, with the whole desired
+	// state, would put back what the restarted target prunes.
+	f := newFixtureWith(t, noWatch)
 	f.addForeign()
 	keep := filterIn("keep", 1, "-j ACCEPT")
 	gone := filterIn("gone", 2, "-j DROP")

@@ -26,64 +26,169 @@ import (
 //
 // The work is shared so that a dry run (reconciler.DryRun: the prune plan,
 // then every object's update plan in key order) lists each change once: an
-// object's update plan lists its own rule, and the chain and hook with the
-// chain's first rule in key order; the prune plan lists what is not desired (leftovers,
-// strays, duplicates, rules changed by hand, extra hooks, chains without
-// desired rules). An Update or a Prune also brings the other rules of the
-// chains it touches in line; their own plans list those changes.
+// object's update plan lists its own rule, and with the chain's first rule
+// in key order what an Update does to the chain as a whole (the chain and
+// hook where missing, strays and extra hooks removed, which the prune plan
+// lists too: DryRun lists a change once); the prune plan lists what is not
+// desired (leftovers, strays, duplicates, rules changed by hand, extra
+// hooks, chains without desired rules) and, marked Repair, the desired
+// rules it puts back. An Update or a Prune also brings the other rules of
+// the chains it touches in line; their own plans list those changes.
 
 var _ reconciler.Planner[*Rule] = (*Target)(nil)
 
 // PlanUpdate returns what Update(obj) would change for obj: adding its
 // rule (and, for the chain's first rule in key order, the chain and its
-// hook, where missing), or
-// moving it into place, or nothing when it is in place. txn is the Rules
-// table's snapshot, which orders the chain. Errors: those of Update (an
-// invalid rule and one iptables rejects are terminal; errNoSnapshot
-// without txn), iptables-save's, and learning's.
+// hook where missing, and the removal of rules of the chain that are not
+// desired and of extra hooks, which an Update removes too), or moving it
+// into place, or nothing when it is in place. txn is the Rules table's
+// snapshot, which orders the chain. Errors: those of Update (an invalid
+// rule and one iptables rejects are terminal; errNoSnapshot without txn),
+// iptables-save's, and learning's.
 func (t *Target) PlanUpdate(ctx context.Context, txn statedb.ReadTxn, obj *Rule) (reconciler.Plan, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	b := []reconciler.PlanEntry[*Rule]{{Object: obj}}
+	t.PlanUpdateBatch(ctx, txn, b)
+	return b[0].Plan, b[0].Result
+}
+
+var _ reconciler.BatchPlanner[*Rule] = (*Target)(nil)
+
+// PlanUpdateBatch implements reconciler.BatchPlanner: each entry gets
+// PlanUpdate's plan and error, for one iptables-save per table of the
+// batch instead of one per rule. A failure to read or learn a table is the
+// error of each of its entries.
+func (t *Target) PlanUpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.PlanEntry[*Rule]) {
+	for i := range batch {
+		batch[i].Plan, batch[i].Result = nil, nil
+		switch {
+		case ctx.Err() != nil:
+			batch[i].Result = ctx.Err()
+		case txn == nil:
+			batch[i].Result = errNoSnapshot
+		}
 	}
-	if txn == nil {
-		return nil, errNoSnapshot
+	if txn == nil || ctx.Err() != nil {
+		return
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	d, err := t.prepare(obj)
-	if err != nil {
-		return nil, reconciler.Terminal(err)
+	// The batch's objects override the snapshot, as in an Update; grouped
+	// by table and chain.
+	type chainEntries struct {
+		entries map[string]*batchItem
+		idx     []int // into batch
 	}
-	c := chainID{obj.Table, obj.Chain}
-	owned := t.ChainName(obj.Chain)
-	entry := &batchItem{entry: &reconciler.BatchEntry[*Rule]{Object: obj}, d: d}
-	desired := t.desiredChain(txn, c, 1, map[string]*batchItem{d.key: entry}, false)
-	if err := t.learnTexts(ctx, obj.Table, map[string][]desiredRule{owned: desired}); err != nil {
-		return nil, err
+	tables := map[string]map[chainID]*chainEntries{}
+	items := make([]batchItem, len(batch))
+	for i := range batch {
+		e := &batch[i]
+		d, err := t.prepare(e.Object)
+		if err != nil {
+			e.Result = reconciler.Terminal(err)
+			continue
+		}
+		c := chainID{e.Object.Table, e.Object.Chain}
+		if tables[c.table] == nil {
+			tables[c.table] = map[chainID]*chainEntries{}
+		}
+		ce := tables[c.table][c]
+		if ce == nil {
+			ce = &chainEntries{entries: map[string]*batchItem{}}
+			tables[c.table][c] = ce
+		}
+		items[i] = batchItem{entry: &reconciler.BatchEntry[*Rule]{Object: e.Object}, d: d}
+		ce.entries[d.key] = &items[i]
+		ce.idx = append(ce.idx, i)
 	}
-	if l := t.texts[textKey{obj.Table, owned, d.args}]; l.rejected != nil {
+	for _, tbl := range slices.Sorted(maps.Keys(tables)) {
+		chains := tables[tbl]
+		desired := map[chainID][]desiredRule{}
+		byOwned := map[string][]desiredRule{}
+		for c, ce := range chains {
+			desired[c] = t.desiredChain(txn, c, len(ce.entries), ce.entries, false)
+			byOwned[t.ChainName(c.chain)] = desired[c]
+		}
+		fail := func(err error) {
+			for _, ce := range chains {
+				for _, i := range ce.idx {
+					batch[i].Result = err
+				}
+			}
+		}
+		if err := t.learnTexts(ctx, tbl, byOwned); err != nil {
+			fail(err)
+			continue
+		}
+		st, err := t.save(ctx, tbl)
+		if err != nil {
+			fail(err)
+			continue
+		}
+		for c, ce := range chains {
+			v := newRuleView(t.view(st, tbl, t.ChainName(c.chain), desired[c]))
+			for _, i := range ce.idx {
+				batch[i].Plan, batch[i].Result = t.planRule(st, v, items[i].d)
+			}
+		}
+	}
+}
+
+// ruleView is a chain plan with what the plans of its rules look up, each
+// computed once for the whole chain: which actual rules stay in place,
+// where each rule is, and the chain's first rule in key order.
+type ruleView struct {
+	p     *chainPlan
+	kept  []bool
+	at    map[chainRule]int // actual position of each identified rule (name, args), the first
+	pos   map[string]int    // desired position, by key
+	first string            // key of the chain's first rule in key order
+}
+
+func newRuleView(p *chainPlan) *ruleView {
+	v := &ruleView{p: p, kept: p.keep(), at: make(map[chainRule]int, len(p.actual)), pos: make(map[string]int, len(p.desired))}
+	for i, r := range p.actual {
+		k := chainRule{name: r.name, args: r.args}
+		if _, ok := v.at[k]; !ok && r.name != "" {
+			v.at[k] = i
+		}
+	}
+	for i, d := range p.desired {
+		v.pos[d.key] = i
+		if v.first == "" || d.key < v.first {
+			v.first = d.key
+		}
+	}
+	return v
+}
+
+// planRule is the plan of an Update of the desired rule d of the chain
+// of v (its rules identified), given the table's state st. t.mu is held.
+func (t *Target) planRule(st *tableState, v *ruleView, d desiredRule) (reconciler.Plan, error) {
+	p := v.p
+	if l := t.texts[textKey{p.table, p.owned, d.args}]; l.rejected != nil {
 		return nil, reconciler.Terminal(l.rejected)
 	}
-	st, err := t.save(ctx, obj.Table)
-	if err != nil {
-		return nil, err
-	}
-	p := t.view(st, obj.Table, owned, desired)
-	kept := p.keep()
 	var plan reconciler.Plan
-	if first := slices.MinFunc(desired, func(a, b desiredRule) int { return strings.Compare(a.key, b.key) }); first.key == d.key {
-		// The chain and its hook go with the chain's first rule in key
-		// order, which a dry run plans first.
+	if v.first == d.key {
+		// What the Update does to the chain as a whole goes with the
+		// chain's first rule in key order, which a dry run plans first:
+		// the chain and its hook where missing, the rules that are not
+		// desired there and extra hooks removed.
 		plan = append(plan, p.missingChainAndHook(st)...)
+		for _, r := range p.actual {
+			if r.name == "" {
+				plan = append(plan, p.strayRemoval(r))
+			}
+		}
+		plan = append(plan, p.extraHooks(st)...)
 	}
-	at := slices.IndexFunc(p.actual, func(r chainRule) bool { return r.name == d.name && r.args == d.args })
-	pos := slices.IndexFunc(desired, func(r desiredRule) bool { return r.key == d.key })
+	at, found := v.at[chainRule{name: d.name, args: d.args}]
 	switch {
-	case at < 0:
+	case !found:
 		plan = append(plan, reconciler.Change{Action: reconciler.ActionAdd, Object: "rule " + d.key, Detail: d.args})
-	case !kept[at]:
+	case !v.kept[at]:
 		plan = append(plan, reconciler.Change{Action: reconciler.ActionChange, Object: "rule " + d.key,
-			Detail: "move to position " + strconv.Itoa(pos+1) + " of " + owned})
+			Detail: "move to position " + strconv.Itoa(v.pos[d.key]+1) + " of " + p.owned})
 	}
 	return plan, nil
 }
@@ -240,18 +345,19 @@ func (t *Target) view(st *tableState, table, owned string, desired []desiredRule
 }
 
 // restorations plans putting the chain's desired rules back: the missing
-// ones added, the ones out of place moved, as PlanUpdate plans them.
+// ones added, the ones out of place moved, as PlanUpdate plans them, each
+// marked Repair (drift a prune repairs, not a leftover it removes).
 func (p *chainPlan) restorations() reconciler.Plan {
 	var plan reconciler.Plan
-	kept := p.keep()
+	v := newRuleView(p)
 	for pos, d := range p.desired {
-		at := slices.IndexFunc(p.actual, func(r chainRule) bool { return r.name == d.name && r.args == d.args })
+		at, found := v.at[chainRule{name: d.name, args: d.args}]
 		switch {
-		case at < 0:
-			plan = append(plan, reconciler.Change{Action: reconciler.ActionAdd, Object: "rule " + d.key, Detail: d.args})
-		case !kept[at]:
+		case !found:
+			plan = append(plan, reconciler.Change{Action: reconciler.ActionAdd, Object: "rule " + d.key, Detail: d.args, Repair: true})
+		case !v.kept[at]:
 			plan = append(plan, reconciler.Change{Action: reconciler.ActionChange, Object: "rule " + d.key,
-				Detail: "move to position " + strconv.Itoa(pos+1) + " of " + p.owned})
+				Detail: "move to position " + strconv.Itoa(pos+1) + " of " + p.owned, Repair: true})
 		}
 	}
 	return plan

@@ -3,6 +3,7 @@ package iptables
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -26,7 +27,7 @@ func (f *fixture) dryRun(tg *Target) string {
 // operations then repair it; leftovers of the target's chains are listed,
 // foreign rules and chains never; planning changes nothing.
 func TestPlanInNamespace(t *testing.T) {
-	f := newFixture(t)
+	f := newFixtureWith(t, noWatch)
 	f.addForeign()
 	ssh := filterIn("ssh", 10, "-p tcp --dport 22 -j ACCEPT")
 	web := filterIn("web", 20, "-p tcp -m multiport --dports 80,443 -j ACCEPT")
@@ -185,5 +186,49 @@ func TestPlanWithoutScratch(t *testing.T) {
 		"add rule filter/INPUT/ssh: -p tcp --dport 22 -j ACCEPT\n"
 	if got := f.dryRun(fresh); got != want {
 		t.Fatalf("dry run of a new target:\n%s\nwant\n%s", got, want)
+	}
+}
+
+// A batch plan of many rules reads each table once: one iptables-save per
+// table, never one per rule.
+func TestPlanBatchReadsOncePerTable(t *testing.T) {
+	f := newFixtureWith(t, noWatch)
+	var rules []*Rule
+	for i := range 50 {
+		rules = append(rules, filterIn(fmt.Sprintf("r%02d", i), i, fmt.Sprintf("-p tcp --dport %d -j ACCEPT", 1000+i)))
+	}
+	for i := range 10 {
+		rules = append(rules, &Rule{Table: "nat", Chain: "POSTROUTING", Name: fmt.Sprintf("n%d", i), Spec: fmt.Sprintf("-s 10.%d.0.0/16 -j MASQUERADE", i)})
+	}
+	if err := f.write(rules); err != nil {
+		t.Fatal(err)
+	}
+	f.sh("-D", "STEADYSTATE-INPUT", "7") // r06
+	txn := f.db.ReadTxn()
+	batch := make([]reconciler.PlanEntry[*Rule], 0, len(rules))
+	for r := range f.table.All(txn) {
+		batch = append(batch, reconciler.PlanEntry[*Rule]{Object: r})
+	}
+	saves := f.target.saves.Load()
+	f.target.PlanUpdateBatch(context.Background(), txn, batch)
+	if got := f.target.saves.Load() - saves; got != 2 {
+		t.Errorf("%d iptables-save runs for a batch of %d rules in 2 tables, want 2", got, len(batch))
+	}
+	var plan reconciler.Plan
+	for _, e := range batch {
+		if e.Result != nil {
+			t.Fatalf("%s: %v", e.Object.Key(), e.Result)
+		}
+		plan = append(plan, e.Plan...)
+	}
+	if got := plan.String(); got != "add rule filter/INPUT/r06: -p tcp --dport 1006 -j ACCEPT\n" {
+		t.Errorf("batch plan:\n%s", got)
+	}
+	// Each entry's plan is PlanUpdate's.
+	for _, e := range batch {
+		p, err := f.target.PlanUpdate(context.Background(), txn, e.Object)
+		if err != nil || p.String() != e.Plan.String() {
+			t.Errorf("%s: PlanUpdate %q, %v; batch %q", e.Object.Key(), p, err, e.Plan)
+		}
 	}
 }

@@ -8,8 +8,10 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
-	"github.com/steadystate/steadystate/examples/internal/netnsutil"
+	"github.com/steadystate/steadystate/examples/netnsutil"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/statedb"
 )
@@ -46,17 +48,37 @@ type TargetConfig struct {
 	// DefaultRestoreCommand and DefaultSaveCommand (ip6tables-restore and
 	// ip6tables-save manage IPv6).
 	RestoreCommand, SaveCommand string
+	// DisableWatch turns the drift watch off (see watch.go): rules changed
+	// behind the target's back are then repaired only by the reconciler's
+	// refresh by age (RefreshInterval) and prune.
+	DisableWatch bool
+	// CheckInterval is how often, on the legacy backend (which sends no
+	// notifications), the watch reads the tables to see whether its chains
+	// changed. Default DefaultCheckInterval; negative: never.
+	CheckInterval time.Duration
 }
 
 // Target applies desired rules with iptables-restore and reads them back
 // with iptables-save. It implements reconciler.Target[*Rule],
-// reconciler.BatchTarget[*Rule] and reconciler.Planner[*Rule] (plan.go);
-// operations are serialized.
+// reconciler.BatchTarget[*Rule], reconciler.Planner[*Rule] and
+// reconciler.BatchPlanner[*Rule] (plan.go), and
+// reconciler.DriftTarget[*Rule] (watch.go); operations are serialized.
 type Target struct {
 	ns                  netnsutil.NS
 	rules               statedb.Table[*Rule]
 	prefix              string
 	restoreCmd, saveCmd string
+
+	// The drift watch (watch.go).
+	noWatch     bool
+	checkEvery  time.Duration
+	eventBuffer int // the notifications' receive buffer; 0: eventBuffer (tests make it small)
+	own         ownPIDs
+	stats       watchStats
+	saves       atomic.Uint64 // iptables-save runs of one table (save)
+	backendOnce sync.Once
+	nft         bool // the save command writes nf_tables
+	backendErr  error
 
 	mu sync.Mutex
 	// rejected holds, by key, the canonical spec of rules iptables-restore
@@ -98,6 +120,9 @@ func NewTarget(cfg TargetConfig) (*Target, error) {
 	if cfg.SaveCommand == "" {
 		cfg.SaveCommand = DefaultSaveCommand
 	}
+	if cfg.CheckInterval == 0 {
+		cfg.CheckInterval = DefaultCheckInterval
+	}
 	if cfg.Rules == nil {
 		return nil, fmt.Errorf("%w: Rules is required", ErrInvalidConfig)
 	}
@@ -111,6 +136,7 @@ func NewTarget(cfg TargetConfig) (*Target, error) {
 	return &Target{
 		ns: ns, rules: cfg.Rules, prefix: cfg.ChainPrefix,
 		restoreCmd: cfg.RestoreCommand, saveCmd: cfg.SaveCommand,
+		noWatch: cfg.DisableWatch, checkEvery: cfg.CheckInterval,
 		rejected: map[string]string{},
 		prepared: map[ruleID]preparedRule{},
 		written:  map[recordKey][]chainRule{},

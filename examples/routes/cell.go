@@ -13,7 +13,8 @@ import (
 // routes of table applied with target: Name "routes", the status accessors
 // and the clone function filled in, every other field at its default. Set
 // FullReconciliationInterval (or call Reconciler.Prune) to have stale
-// routes pruned, and RefreshInterval to have drift repaired.
+// routes pruned. Drift is repaired as the target's watch reports it;
+// RefreshInterval adds a refresh by age, as a backstop.
 func ReconcilerConfig(table statedb.RWTable[*Route], target *Target) reconciler.Config[*Route] {
 	return reconciler.Config[*Route]{
 		Name:            "routes",

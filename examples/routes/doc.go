@@ -11,10 +11,12 @@
 //	types.go     the object (Route) and its identity (RouteKey)
 //	table.go     the table's name and indexes, NewTable
 //	target.go    the Target (NewTarget): Update, Delete, Prune
-//	plan.go      the Target's plan (reconciler.Planner)
+//	plan.go      the Target's plan (reconciler.Planner, BatchPlanner)
 //	cell.go      ReconcilerConfig, and Cell (a hive module)
 //	kernel.go    batches (reconciler.BatchTarget) and reads of the kernel's routes
+//	dump.go      route listings decoded lean: only the routes selected, only what is compared
 //	pipeline.go  route changes sent many per write, without a wait per route
+//	watch.go     route and link notifications: drift reported (reconciler.DriftTarget)
 //
 // # Running it
 //
@@ -52,6 +54,17 @@
 // and Prune delete only routes of its protocol. Two programs (or two
 // agents) must therefore not share a protocol number.
 //
+// # Drift
+//
+// The target listens to its namespace's route and link notifications (see
+// watch.go) and reports the routes that may have changed behind its back,
+// so that the reconciler repairs a route deleted or changed by hand at
+// once, reports a foreign route that takes a desired route's identity as
+// that object's Error at once, and retries a route that waits for its
+// device as soon as the link appears or comes up. The reconciler's refresh
+// by age (RefreshInterval) is then only a backstop.
+// TargetConfig.DisableWatch turns the watch off.
+//
 // # Errors
 //
 // A Route that fails Validate is a terminal error: it is not retried until
@@ -59,5 +72,7 @@
 // because each can go away by itself: an unknown device (ENODEV,
 // ErrDeviceNotFound) may appear, an unreachable next hop (ENETUNREACH) may
 // become reachable when an address is added, a foreign route may be
-// removed, the namespace may be created.
+// removed, the namespace may be created. The watch has them retried at
+// once when their link appears or comes up, a connected route appears, or
+// the foreign route goes.
 package routes

@@ -8,11 +8,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/steadystate/steadystate/examples/internal/netnstest"
-	"github.com/steadystate/steadystate/examples/internal/netnsutil"
+	"github.com/steadystate/steadystate/examples/netnstest"
+	"github.com/steadystate/steadystate/examples/netnsutil"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/reconciler/reconcilertest"
 	"github.com/steadystate/steadystate/statedb"
@@ -27,12 +28,54 @@ const waitTimeout = 20 * time.Second
 
 // world is one scenario's namespace, table, target and running reconciler.
 type world struct {
-	t      *testing.T
-	ns     netnsutil.NS
-	db     *statedb.DB
-	table  statedb.RWTable[*Route]
-	target *Target
-	r      reconciler.Reconciler[*Route]
+	t       *testing.T
+	ns      netnsutil.NS
+	db      *statedb.DB
+	table   statedb.RWTable[*Route]
+	target  *Target
+	r       reconciler.Reconciler[*Route]
+	repairs *reconciler.RepairLog // every drift the reconciler repaired
+	health  *reconcilertest.Health
+	metrics *driftMetrics
+
+	mu      sync.Mutex
+	markers map[RouteKey]bool // marker routes whose notification the watch handled
+	nmarker int
+}
+
+// markerTable is the routing table of sync's marker routes.
+const markerTable = 9
+
+// seen notes the marker routes among the routes whose notification the
+// target's watch handled (Target.routeSeen).
+func (w *world) seen(k RouteKey) {
+	if k.Table != markerTable {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.markers[k] = true
+}
+
+// sync adds a marker route (another program's, in table 9) and waits until
+// the target's watch has handled its notification: the notifications come
+// in order, so every change made before sync has been reported by then.
+func (w *world) sync() {
+	w.t.Helper()
+	w.mu.Lock()
+	w.nmarker++
+	p := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 255, byte(w.nmarker >> 8), byte(w.nmarker)}), 32)
+	w.mu.Unlock()
+	w.ip("route", "add", "blackhole", p.String(), "table", strconv.Itoa(markerTable), "proto", "static")
+	k := NewRouteKey(markerTable, p, 0)
+	w.eventually(func() string {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if !w.markers[k] {
+			return "the watch has not handled marker route " + p.String()
+		}
+		return ""
+	})
 }
 
 // newWorld creates a namespace and starts a reconciler of a routes table in
@@ -40,25 +83,80 @@ type world struct {
 // Everything is stopped and removed when t ends.
 func newWorld(t *testing.T, edit ...func(*reconciler.Config[*Route])) *world {
 	t.Helper()
+	return newWorldWith(t, TargetConfig{}, edit...)
+}
+
+// newWorldWith is newWorld with a target made from tc (its NetNS is the
+// world's namespace).
+func newWorldWith(t *testing.T, tc TargetConfig, edit ...func(*reconciler.Config[*Route])) *world {
+	t.Helper()
 	ns := netnstest.New(t)
 	db := statedb.New()
 	table, err := NewTable(db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	target, err := NewTarget(TargetConfig{NetNS: string(ns)})
+	tc.NetNS = string(ns)
+	target, err := NewTarget(tc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { target.Close() }) // after the reconciler has stopped
+	w := &world{t: t, ns: ns, db: db, table: table, target: target,
+		repairs: &reconciler.RepairLog{Size: 100_000}, health: &reconcilertest.Health{}, metrics: &driftMetrics{},
+		markers: map[RouteKey]bool{}}
+	target.routeSeen = w.seen
 	cfg := ReconcilerConfig(table, target)
 	cfg.RetryBackoffMin = 10 * time.Millisecond
 	cfg.RetryBackoffMax = 50 * time.Millisecond
+	cfg.OnRepair = w.repairs.Add
+	cfg.Health = w.health
+	cfg.Metrics = w.metrics
 	for _, e := range edit {
 		e(&cfg)
 	}
-	r := reconcilertest.Start(t, db, cfg)
-	return &world{t: t, ns: ns, db: db, table: table, target: target, r: r}
+	w.r = reconcilertest.Start(t, db, cfg)
+	return w
+}
+
+// driftMetrics counts the reconciler's drift checks.
+type driftMetrics struct {
+	reconciler.NopMetrics
+	mu                       sync.Mutex
+	reports, checked, rounds int
+}
+
+func (m *driftMetrics) DriftChecked(_, _ string, reports, checked int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reports += reports
+	m.checked += checked
+	if checked > 0 {
+		m.rounds++
+	}
+}
+
+func (m *driftMetrics) read() (reports, checked, rounds int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.reports, m.checked, m.rounds
+}
+
+// repaired waits until the reconciler has repaired n drifts in all since
+// the world started, and returns the repairs, oldest first.
+func (w *world) repaired(n int) []reconciler.Repair {
+	w.t.Helper()
+	var got []reconciler.Repair
+	w.eventually(func() string {
+		latest, total := w.repairs.Latest()
+		if total < n {
+			return fmt.Sprintf("%d drifts repaired, want %d", total, n)
+		}
+		got = latest
+		return ""
+	})
+	slices.Reverse(got)
+	return got
 }
 
 // ip runs ip in the namespace and fails the test if it fails.

@@ -45,6 +45,7 @@ func (t *Target) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []r
 			e.Result = reconciler.Terminal(err)
 			continue
 		}
+		t.watched.track(e.Object)
 		kr, err := t.kroute(e.Object, devs)
 		if err != nil {
 			e.Result = err
@@ -52,8 +53,17 @@ func (t *Target) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []r
 		}
 		ops = append(ops, routeOp{kind: opAdd, route: kr})
 		entry = append(entry, i)
+		// Before the write, so that the watch knows its notification.
+		t.watched.expect(kr)
 	}
 	t.p.run(ops, t.proto)
+	defer func() {
+		for j := range ops {
+			if batch[entry[j]].Result != nil {
+				t.watched.unexpect(ops[j].route.key)
+			}
+		}
+	}()
 
 	var taken []int // indexes into ops
 	for j := range ops {
@@ -123,6 +133,7 @@ func (t *Target) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batch []r
 		if !e.Object.validIdentity() {
 			continue // never installed: the kernel would have refused it
 		}
+		t.watched.untrack(e.Object.Key())
 		if k := e.Object.Key(); k.Prefix.Addr().Is4() && k.Metric == 0 {
 			ambiguous = append(ambiguous, i)
 			ambiguousKeys = append(ambiguousKeys, k)
@@ -146,6 +157,7 @@ func (t *Target) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batch []r
 			continue
 		}
 		k := e.Object.Key()
+		t.watched.unexpect(k)
 		if k.Prefix.Addr().Is4() && k.Metric == 0 {
 			if lookupErr != nil {
 				e.Result = fmt.Errorf("deleting route %s: listing routes: %w", e.Object, lookupErr)
@@ -258,33 +270,6 @@ type kernelRoute struct {
 // interrupted because the routes changed meanwhile.
 const maxDumpAttempts = 3
 
-// dump lists the routes of family that match filter (see
-// netlink.RouteListFilteredIter; with strict checking the kernel filters by
-// table and protocol). A table that does not exist has no routes. Routes with a TOS other than 0 are left out: a Route
-// never has one, so they never share its identity.
-func (t *Target) dump(family int, filter *netlink.Route, mask uint64) ([]kernelRoute, error) {
-	var routes []kernelRoute
-	var err error
-	for range maxDumpAttempts {
-		routes = routes[:0]
-		err = t.h.RouteListFilteredIter(family, filter, mask, func(nr netlink.Route) bool {
-			if k, ok := kernelKey(nr); ok {
-				routes = append(routes, kernelRoute{Route: nr, key: k})
-			}
-			return true
-		})
-		if !errors.Is(err, netlink.ErrDumpInterrupted) {
-			break
-		}
-	}
-	if errors.Is(err, unix.ENOENT) {
-		// A listing filtered by a table the kernel does not have yet (no
-		// route was ever added to it): no routes.
-		return nil, nil
-	}
-	return routes, err
-}
-
 // lookup returns the kernel's routes with the given identities, listing
 // each table of each family involved once.
 func (t *Target) lookup(keys []RouteKey) (map[RouteKey]netlink.Route, error) {
@@ -307,15 +292,14 @@ func (t *Target) lookup(keys []RouteKey) (map[RouteKey]netlink.Route, error) {
 		}
 	}
 	found := make(map[RouteKey]netlink.Route, len(keys))
+	wanted := func(k RouteKey, _ int) bool { _, ok := want[k]; return ok }
 	for _, tf := range tables {
-		routes, err := t.dump(tf.family, &netlink.Route{Table: int(tf.table)}, netlink.RT_FILTER_TABLE)
+		routes, err := t.list(tf.family, tf.table, 0, wanted)
 		if err != nil {
 			return nil, err
 		}
 		for _, kr := range routes {
-			if _, ok := want[kr.key]; ok {
-				found[kr.key] = kr.Route
-			}
+			found[kr.key] = kr.Route
 		}
 	}
 	return found, nil

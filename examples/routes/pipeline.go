@@ -50,6 +50,8 @@ func newPipeline(ns netns.NsHandle) (*pipeline, error) {
 	// allowed).
 	_ = s.SetExtAck(true)
 	_ = unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_CAP_ACK, 1)
+	// Listings filtered by the kernel (by table, protocol), where it can.
+	_ = unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_GET_STRICT_CHK, 1)
 	if s.SetReceiveBufferSize(1<<20, true) != nil {
 		_ = s.SetReceiveBufferSize(1<<20, false)
 	}

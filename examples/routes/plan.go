@@ -31,26 +31,69 @@ var _ reconciler.Planner[*Route] = (*Target)(nil)
 // an invalid route (terminal), ErrForeignRoute when another protocol's
 // route has the identity, ErrDeviceNotFound, the error of listing the
 // routes, ctx's, ErrTargetClosed.
-func (t *Target) PlanUpdate(ctx context.Context, _ statedb.ReadTxn, r *Route) (reconciler.Plan, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
+func (t *Target) PlanUpdate(ctx context.Context, txn statedb.ReadTxn, r *Route) (reconciler.Plan, error) {
+	b := []reconciler.PlanEntry[*Route]{{Object: r}}
+	t.PlanUpdateBatch(ctx, txn, b)
+	return b[0].Plan, b[0].Result
+}
+
+var _ reconciler.BatchPlanner[*Route] = (*Target)(nil)
+
+// PlanUpdateBatch implements reconciler.BatchPlanner: each entry gets the
+// plan and error of PlanUpdate, for one listing of each routing table
+// (and family) of the batch instead of one per route.
+func (t *Target) PlanUpdateBatch(ctx context.Context, _ statedb.ReadTxn, batch []reconciler.PlanEntry[*Route]) {
+	for i := range batch {
+		batch[i].Plan, batch[i].Result = nil, nil
 	}
-	if err := r.Validate(); err != nil {
-		return nil, reconciler.Terminal(err)
+	if err := ctx.Err(); err != nil {
+		failPlans(batch, err)
+		return
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err := t.connect(); err != nil {
-		return nil, err
+		failPlans(batch, err)
+		return
 	}
-	want, err := t.kroute(r, map[string]int{})
-	if err != nil {
-		return nil, err
+	devs := map[string]int{}
+	wants := make([]kroute, len(batch))
+	planned := make([]bool, len(batch))
+	keys := make([]RouteKey, 0, len(batch))
+	for i := range batch {
+		e := &batch[i]
+		if err := e.Object.Validate(); err != nil {
+			e.Result = reconciler.Terminal(err)
+			continue
+		}
+		t.watched.track(e.Object)
+		want, err := t.kroute(e.Object, devs)
+		if err != nil {
+			e.Result = err
+			continue
+		}
+		wants[i], planned[i] = want, true
+		keys = append(keys, want.key)
 	}
-	current, err := t.lookup([]RouteKey{want.key})
-	if err != nil {
-		return nil, fmt.Errorf("planning route %s: listing routes: %w", r, err)
+	if len(keys) == 0 {
+		return
 	}
+	current, err := t.lookup(keys)
+	for i := range batch {
+		e := &batch[i]
+		switch {
+		case !planned[i]:
+		case err != nil:
+			e.Result = fmt.Errorf("planning route %s: listing routes: %w", e.Object, err)
+		default:
+			e.Plan, e.Result = t.planAgainst(e.Object, &wants[i], current)
+		}
+	}
+}
+
+// planAgainst is the plan of installing want (for r) given the kernel's
+// routes current. t.mu is held.
+func (t *Target) planAgainst(r *Route, want *kroute, current map[RouteKey]netlink.Route) (reconciler.Plan, error) {
 	cur, found := current[want.key]
 	switch {
 	case !found:
@@ -58,14 +101,21 @@ func (t *Target) PlanUpdate(ctx context.Context, _ statedb.ReadTxn, r *Route) (r
 	case int(cur.Protocol) != t.proto:
 		return nil, fmt.Errorf("route %s: %w (protocol %s, not %d); remove it or change the desired route's table or metric",
 			r, ErrForeignRoute, cur.Protocol, t.proto)
-	case sameRoute(cur, &want):
+	case sameRoute(cur, want):
+		t.watched.expect(*want) // as the target would write it: its notifications are no drift
 		return nil, nil
 	}
-	detail := strings.Join(t.differences(cur, &want), ", ")
+	detail := strings.Join(t.differences(cur, want), ", ")
 	if detail == "" {
 		detail = "replaced" // sameRoute and differences disagree: say so rather than nothing
 	}
 	return reconciler.Plan{{Action: reconciler.ActionChange, Object: routeName(want.key), Detail: detail}}, nil
+}
+
+func failPlans(batch []reconciler.PlanEntry[*Route], err error) {
+	for i := range batch {
+		batch[i].Result = err
+	}
 }
 
 // PlanDelete returns what Delete would change: removing the target's route
@@ -125,18 +175,14 @@ func (t *Target) PlanPrune(ctx context.Context, _ statedb.ReadTxn, desired iter.
 // stale lists the routes of family and of the target's protocol whose
 // identity is not in keep: what Prune deletes. t.mu is held.
 func (t *Target) stale(family int, keep map[RouteKey]struct{}) ([]kernelRoute, error) {
-	filter := &netlink.Route{Protocol: netlink.RouteProtocol(t.proto)}
-	routes, err := t.dump(family, filter, netlink.RT_FILTER_PROTOCOL|netlink.RT_FILTER_TABLE)
+	routes, err := t.list(family, 0, t.proto, func(k RouteKey, proto int) bool {
+		_, desired := keep[k]
+		return !desired && proto == t.proto
+	})
 	if err != nil {
 		return nil, fmt.Errorf("listing routes of protocol %d: %w", t.proto, err)
 	}
-	var out []kernelRoute
-	for _, kr := range routes {
-		if _, ok := keep[kr.key]; !ok && int(kr.Protocol) == t.proto {
-			out = append(out, kr)
-		}
-	}
-	return out, nil
+	return routes, nil
 }
 
 // removal is the change of deleting the kernel's route kr.

@@ -11,7 +11,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/steadystate/steadystate/examples/internal/netnsutil"
+	"github.com/steadystate/steadystate/examples/netnsutil"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/statedb"
 )
@@ -43,11 +43,18 @@ type TargetConfig struct {
 	// of its own: Prune deletes every route of this protocol that is not
 	// desired.
 	Protocol int
+	// DisableWatch turns the drift watch off (see watch.go): WatchDrift
+	// then only waits for its context, and routes changed behind the
+	// target's back are repaired only by the reconciler's refresh by age
+	// (RefreshInterval) and prune.
+	DisableWatch bool
 }
 
 // Target is a reconciler.Target[*Route] (and a
-// reconciler.BatchTarget[*Route] and a reconciler.Planner[*Route], see
-// plan.go) that applies routes over rtnetlink in one network namespace.
+// reconciler.BatchTarget[*Route], a reconciler.Planner[*Route] and
+// reconciler.BatchPlanner[*Route], see plan.go, and a
+// reconciler.DriftTarget[*Route], see watch.go) that applies routes over
+// rtnetlink in one network namespace.
 //
 // Ownership: every route it installs carries its protocol number. It never
 // changes or deletes a route of another protocol: Update fails with
@@ -66,13 +73,21 @@ type TargetConfig struct {
 // A Target is safe for concurrent use; operations are serialized. Close it
 // when done.
 type Target struct {
-	proto int
-	ns    netnsutil.NS
+	proto   int
+	ns      netnsutil.NS
+	noWatch bool // TargetConfig.DisableWatch
 
 	mu     sync.Mutex      // serializes operations and Close
 	closed bool            // Close was called
 	h      *netlink.Handle // listings and device lookups; nil until the first operation
 	p      *pipeline       // route changes; nil until the first operation
+
+	watched     watched    // what the drift watch reports a link's change for (watch.go)
+	stats       watchStats // of the drift watch
+	eventBuffer int        // the route notifications' receive buffer; 0: eventBuffer (tests make it small)
+	// routeSeen, if set (by tests, before the watch starts), is called
+	// with the identity of each route notification once it is handled.
+	routeSeen func(RouteKey)
 }
 
 var (
@@ -98,7 +113,7 @@ func NewTarget(cfg TargetConfig) (*Target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: NetNS: %w", ErrInvalidConfig, err)
 	}
-	return &Target{proto: proto, ns: ns}, nil
+	return &Target{proto: proto, ns: ns, noWatch: cfg.DisableWatch}, nil
 }
 
 // connect opens the netlink sockets in the target's namespace, unless they
@@ -191,6 +206,7 @@ func (t *Target) Prune(ctx context.Context, txn statedb.ReadTxn, desired iter.Se
 	if err := t.connect(); err != nil {
 		return err
 	}
+	t.watched.keep(keep)
 	var stale []routeOp
 	for _, family := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
 		routes, err := t.stale(family, keep)
@@ -199,6 +215,7 @@ func (t *Target) Prune(ctx context.Context, txn statedb.ReadTxn, desired iter.Se
 		}
 		for _, kr := range routes {
 			stale = append(stale, routeOp{kind: opDelete, route: kroute{key: kr.key}})
+			t.watched.unexpect(kr.key)
 		}
 	}
 	if err := ctx.Err(); err != nil {

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/steadystate/steadystate/examples/internal/netnstest"
+	"github.com/steadystate/steadystate/examples/netnstest"
 	"github.com/steadystate/steadystate/reconciler"
 )
 
@@ -119,24 +120,75 @@ func TestChange(t *testing.T) {
 	)
 }
 
-// TestRepairDrift changes the kernel behind the reconciler's back and
-// expects the refresh of Done objects and a prune to put everything back.
-func TestRepairDrift(t *testing.T) {
-	w := newWorld(t, func(cfg *reconciler.Config[*Route]) { cfg.RefreshInterval = 100 * time.Millisecond })
-	applyDesired(t, w)
-
+// makeDrift changes six of desiredRoutes in the kernel behind the
+// reconciler's back: three deleted, three rewritten (keeping the target's
+// protocol). driftRepairs is how each is repaired.
+func makeDrift(w *world) {
+	w.t.Helper()
 	w.ip("route", "del", "10.0.0.0/8")
 	w.ip("route", "del", "10.3.0.0/16", "table", "100", "metric", "10")
 	w.ip("-6", "route", "del", "2001:db8:4::/48", "table", "2000")
-	// Someone rewrites our routes, keeping our protocol.
 	w.ip("route", "replace", "10.2.0.0/16", "via", "192.0.2.9", "proto", "254")
 	w.ip("route", "replace", "prohibit", "10.4.0.0/16", "table", "1000", "proto", "254")
 	w.ip("-6", "route", "replace", "blackhole", "2001:db8:2::/48", "proto", "254")
-	if got := w.ours(); len(got) == len(desiredInKernel) {
-		t.Fatalf("the drift did not take: %q", got)
+}
+
+var driftRepairs = []string{
+	"add route 10.0.0.0/8: blackhole",
+	"add route 10.3.0.0/16 table 100 metric 10: via 192.0.2.2 dev v0",
+	"add route 2001:db8:4::/48 table 2000: dev lo",
+	"change route 10.2.0.0/16: gw 192.0.2.9 -> 192.0.2.2",
+	"change route 10.4.0.0/16 table 1000: type prohibit -> unreachable",
+	"change route 2001:db8:2::/48: type blackhole -> unicast",
+}
+
+// checkRepairs checks that repairs are exactly driftRepairs (in any
+// order), each found as found says.
+func checkRepairs(t *testing.T, repairs []reconciler.Repair, found reconciler.FoundBy) {
+	t.Helper()
+	var got []string
+	for _, r := range repairs {
+		if r.FoundBy != found || len(r.Changes) != 1 {
+			t.Errorf("repair of %s found by %s with %d changes, want found by %s with 1", r.Object, r.FoundBy, len(r.Changes), found)
+		}
+		got = append(got, strings.TrimSuffix(r.Changes.String(), "\n"))
 	}
-	w.r.Prune()
+	slices.Sort(got)
+	if !slices.Equal(got, driftRepairs) {
+		t.Errorf("repairs:\n  got  %q\n  want %q", got, driftRepairs)
+	}
+}
+
+// TestRepairDrift changes the kernel behind the reconciler's back and
+// expects the target's watch to report each change, and the reconciler to
+// repair each, exactly once, counted as drift repaired with the change
+// that put it back; no refresh by age, no prune.
+func TestRepairDrift(t *testing.T) {
+	w := newWorld(t)
+	applyDesired(t, w)
+	if _, total := w.repairs.Latest(); total != 0 {
+		t.Fatalf("%d drifts repaired while applying", total)
+	}
+	makeDrift(w)
+	repairs := w.repaired(len(driftRepairs))
 	w.expectOurs(desiredInKernel...)
+	checkRepairs(t, repairs, reconciler.FoundByEvent)
+	for _, r := range routesOf(desiredRoutes) {
+		if st := w.status(r); st.Kind != reconciler.StatusKindDone {
+			t.Errorf("%s: status %s, want Done", r, st)
+		}
+	}
+}
+
+// TestRepairDriftByRefresh is TestRepairDrift without the watch: the
+// refresh by age finds the drift and repairs it.
+func TestRepairDriftByRefresh(t *testing.T) {
+	w := newWorldWith(t, TargetConfig{DisableWatch: true}, func(cfg *reconciler.Config[*Route]) { cfg.RefreshInterval = 100 * time.Millisecond })
+	applyDesired(t, w)
+	makeDrift(w)
+	repairs := w.repaired(len(driftRepairs))
+	w.expectOurs(desiredInKernel...)
+	checkRepairs(t, repairs, reconciler.FoundByRefresh)
 }
 
 // TestForeignRoutes adds routes of other protocols and expects the target
@@ -221,7 +273,9 @@ func TestDelete(t *testing.T) {
 // 0 as "any metric": deleting a metric-0 route whose kernel route is
 // already gone must not delete the same prefix's route with another metric.
 func TestDeleteMetricZero(t *testing.T) {
-	w := newWorld(t)
+	// Without the watch: the test deletes a route by hand, which the
+	// watch would repair.
+	w := newWorldWith(t, TargetConfig{DisableWatch: true})
 	zero, hundred := route("blackhole 10.20.0.0/16"), route("blackhole 10.20.0.0/16 metric 100")
 	if err := w.reconciled(w.insert(zero, hundred)); err != nil {
 		t.Fatal(err)

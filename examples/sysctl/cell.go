@@ -11,8 +11,9 @@ import (
 // target: Name "sysctl", the status accessors and the clone function, the
 // other fields at the reconciler's defaults. Set
 // FullReconciliationInterval (or call Reconciler.Prune) to have the
-// values of sysctls that are no longer desired restored, and
-// RefreshInterval to have values changed by hand repaired.
+// values of sysctls that are no longer desired restored. Values changed by
+// hand are repaired as the target's check finds them
+// (TargetConfig.CheckInterval); RefreshInterval adds a refresh by age.
 func ReconcilerConfig(table statedb.RWTable[*Sysctl], target *Target) reconciler.Config[*Sysctl] {
 	return reconciler.Config[*Sysctl]{
 		Name:            "sysctl",

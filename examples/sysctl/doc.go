@@ -12,6 +12,7 @@
 //	table.go    the table's name and indexes (NameIndex, StatusIndex), NewTable
 //	target.go   the Target (NewTarget): Update, Delete, Prune
 //	plan.go     the Target's plan (reconciler.Planner): what an operation would change
+//	watch.go    drift: what changed behind the target's back (reconciler.DriftTarget)
 //	cell.go     ReconcilerConfig, and Cell: the table, target and reconciler as a hive module
 //
 // # What it manages and what it owns
@@ -34,6 +35,11 @@
 // network namespace; keys outside net.* are global to the kernel whichever
 // namespace is used (TargetConfig.NetworkOnly refuses them).
 //
+// The kernel does not say when a sysctl is written, so the target checks
+// the keys it applied every TargetConfig.CheckInterval (5 seconds by
+// default; one read of each key's file) and reports those that changed:
+// the reconciler repairs them at once (see watch.go).
+//
 // Unknown keys, read-only keys and values the kernel rejects are terminal
 // errors (reconciler.Terminal): the object goes to Error and is not retried
 // until it changes.
@@ -51,4 +57,18 @@
 //
 // With hive, include Cell and provide a TargetConfig (see Cell). Writing
 // to /proc/sys needs root (CAP_NET_ADMIN in the namespace for net.*).
+//
+// # Copying it
+//
+// The package imports only public packages (the library, and
+// examples/netnsutil for namespaces, which a copy may keep importing or
+// replace), so it can be copied out of the repository. Keep: the layout of
+// the files above, the names (NewTable, NewTarget, ReconcilerConfig, Cell,
+// TargetConfig), the object's status accessors, Clone and Equal, Validate,
+// the plan (read before write: a converged system costs no write), and
+// the drift report. Change: the object's fields and its key (types.go,
+// table.go), what Update, Delete and Prune do to the real system and how
+// the target tells what it owns (target.go, plan.go), how drift is seen
+// (watch.go: kernel notifications where there are any, a cheap check on an
+// interval where not), and the errors.
 package sysctl

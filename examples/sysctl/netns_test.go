@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/steadystate/steadystate/examples/internal/netnstest"
-	"github.com/steadystate/steadystate/examples/internal/netnsutil"
+	"github.com/steadystate/steadystate/examples/netnstest"
+	"github.com/steadystate/steadystate/examples/netnsutil"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/reconciler/reconcilertest"
 	"github.com/steadystate/steadystate/statedb"
@@ -30,20 +30,21 @@ func readNS(t *testing.T, ns netnsutil.NS, name string) string {
 }
 
 // startReconciler runs a sysctl reconciler on a new table until the test
-// ends.
-func startReconciler(t *testing.T, ns netnsutil.NS) (*statedb.DB, statedb.RWTable[*Sysctl], reconciler.Reconciler[*Sysctl], *Target) {
+// ends. The target checks its keys every 50ms (drift is repaired within
+// that); the repairs go to repairs, when given.
+func startReconciler(t *testing.T, ns netnsutil.NS, repairs ...*reconciler.RepairLog) (*statedb.DB, statedb.RWTable[*Sysctl], reconciler.Reconciler[*Sysctl], *Target) {
 	t.Helper()
 	db := statedb.New()
 	table, err := NewTable(db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	target := mustTarget(t, TargetConfig{NetNS: string(ns)})
+	target := mustTarget(t, TargetConfig{NetNS: string(ns), CheckInterval: 50 * time.Millisecond})
 	cfg := ReconcilerConfig(table, target)
 	cfg.RetryBackoffMin = 10 * time.Millisecond
-	// Done objects are applied again once their status is this old, which
-	// repairs drift.
-	cfg.RefreshInterval = 50 * time.Millisecond
+	for _, l := range repairs {
+		cfg.OnRepair = l.Add
+	}
 	r := reconcilertest.Start(t, db, cfg)
 	return db, table, r, target
 }
@@ -72,7 +73,8 @@ func TestReconcileInNamespace(t *testing.T) {
 		host[k] = readNS(t, "", k)
 		before[k] = readNS(t, ns, k)
 	}
-	db, table, r, _ := startReconciler(t, ns)
+	repairs := &reconciler.RepairLog{}
+	db, table, r, _ := startReconciler(t, ns, repairs)
 	ctx := context.Background()
 
 	// Insert the desired state, including a read-only and an unknown key.
@@ -114,11 +116,18 @@ func TestReconcileInNamespace(t *testing.T) {
 		}
 	}
 
-	// Change a value behind the target's back; a refresh repairs it.
+	// Change a value behind the target's back; its check reports it and
+	// the reconciler repairs it: one repair, with the change.
 	if err := ns.Do(func() error { return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("0"), 0) }); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "ip_forward is repaired", func() bool { return readNS(t, ns, "net.ipv4.ip_forward") == "1" })
+	eventually(t, "ip_forward is repaired", func() bool { _, n := repairs.Latest(); return n == 1 })
+	if got := readNS(t, ns, "net.ipv4.ip_forward"); got != "1" {
+		t.Errorf("ip_forward = %q after the repair, want 1", got)
+	}
+	if latest, _ := repairs.Latest(); latest[0].FoundBy != reconciler.FoundByEvent || latest[0].Changes.String() != "change sysctl net.ipv4.ip_forward: 0 -> 1\n" {
+		t.Errorf("repair %+v", latest[0])
+	}
 
 	// Delete desired objects: the values found before are restored.
 	wtxn = db.WriteTxn(table)

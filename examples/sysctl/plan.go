@@ -37,17 +37,8 @@ func (t *Target) PlanUpdate(ctx context.Context, _ statedb.ReadTxn, obj *Sysctl)
 	}
 	var plan reconciler.Plan
 	err = t.ns.Do(func() error {
-		cur, readable, err := readKey(path)
-		if err != nil {
-			return classify(obj.Name, "reading", path, err)
-		}
-		switch {
-		case !readable:
-			plan = change(obj.Name, "(write-only)", obj.Value)
-		case normalize(cur) != normalize(obj.Value):
-			plan = change(obj.Name, cur, obj.Value)
-		}
-		return nil
+		plan, err = t.planRead(obj, path)
+		return err
 	})
 	return plan, err
 }

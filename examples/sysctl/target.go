@@ -10,9 +10,11 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
-	"github.com/steadystate/steadystate/examples/internal/netnsutil"
+	"github.com/steadystate/steadystate/examples/netnsutil"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/statedb"
 )
@@ -46,6 +48,12 @@ type TargetConfig struct {
 	// memory only. A failing load is the error of each operation until
 	// one succeeds.
 	Originals OriginalStore
+	// CheckInterval is how often the target checks that the keys it
+	// applied still have their values, so that the reconciler repairs a
+	// key changed behind its back (see watch.go). Default
+	// DefaultCheckInterval; negative: never (only the reconciler's refresh
+	// by age, RefreshInterval, repairs such a change).
+	CheckInterval time.Duration
 }
 
 // OriginalStore is a durable record of original sysctl values (see
@@ -62,8 +70,9 @@ type OriginalStore interface {
 }
 
 // Target writes desired sysctls to the sysctl tree. It implements
-// reconciler.Target[*Sysctl] and reconciler.Planner[*Sysctl] (plan.go),
-// and is safe for concurrent use.
+// reconciler.Target[*Sysctl], reconciler.Planner[*Sysctl] (plan.go), and
+// reconciler.BatchPlanner[*Sysctl] and reconciler.DriftTarget[*Sysctl]
+// (watch.go), and is safe for concurrent use.
 type Target struct {
 	root        string
 	ns          netnsutil.NS
@@ -71,6 +80,10 @@ type Target struct {
 
 	// writeFile writes one key; a field so that tests can count writes.
 	writeFile func(path, value string) error
+
+	checkEvery time.Duration // TargetConfig.CheckInterval with its default
+	applied    appliedKeys   // what the drift check compares (watch.go)
+	checks     atomic.Uint64 // drift checks made
 
 	mu sync.Mutex
 	// original holds, per name, the value found before the target's first
@@ -90,6 +103,9 @@ func NewTarget(cfg TargetConfig) (*Target, error) {
 	if cfg.ProcSysRoot == "" {
 		cfg.ProcSysRoot = DefaultProcSysRoot
 	}
+	if cfg.CheckInterval == 0 {
+		cfg.CheckInterval = DefaultCheckInterval
+	}
 	ns, err := netnsutil.Resolve(cfg.NetNS)
 	if err != nil {
 		return nil, fmt.Errorf("%w: NetNS: %w", ErrInvalidConfig, err)
@@ -102,6 +118,7 @@ func NewTarget(cfg TargetConfig) (*Target, error) {
 		original:    map[string]string{},
 		store:       cfg.Originals,
 		loaded:      cfg.Originals == nil,
+		checkEvery:  cfg.CheckInterval,
 	}, nil
 }
 
@@ -141,7 +158,14 @@ func (t *Target) Update(ctx context.Context, _ statedb.ReadTxn, obj *Sysctl) err
 		return err
 	}
 	defer t.mu.Unlock()
-	return t.set(obj.Name, obj.Value, true)
+	if err := t.set(obj.Name, obj.Value, true); err != nil {
+		t.applied.forget(obj.Name)
+		return err
+	}
+	if path, err := t.path(obj.Name); err == nil {
+		t.applied.set(obj.Name, path, obj.Value)
+	}
+	return nil
 }
 
 // Delete restores the value found before the target's first change of the
@@ -206,6 +230,7 @@ func (t *Target) Originals() map[string]string {
 // restore writes back the original value of name, if recorded, and
 // forgets it. t.mu is held.
 func (t *Target) restore(name string) error {
+	t.applied.forget(name)
 	orig, ok := t.original[name]
 	if !ok {
 		return nil

@@ -230,6 +230,9 @@ func checkShape(t testing.TB, n *Node[int], parent []byte, isRoot bool) int {
 	if !isRoot && !n.leaf && n.size < 2 {
 		fail("inner node with %d children and no value", n.size)
 	}
+	if isRoot && n.kind == kindLeaf {
+		fail("the root is a bare leaf (it has no watch channel)")
+	}
 	if int(n.size) > n.kind.capacity() {
 		fail("size %d over capacity", n.size)
 	}
@@ -254,6 +257,16 @@ func checkShape(t testing.TB, n *Node[int], parent []byte, isRoot bool) int {
 	}
 	if seen != int(n.size) {
 		fail("size %d but %d children", n.size, seen)
+	}
+	if n.kind == kind256 {
+		for hi, ch := range &n.as256().chunks {
+			if ch == nil {
+				continue
+			}
+			if ch.children == [16]*Node[int]{} {
+				fail("empty chunk %d", hi)
+			}
+		}
 	}
 	return count
 }

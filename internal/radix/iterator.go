@@ -80,7 +80,7 @@ func (i *Iterator[T]) Next() ([]byte, T, bool) {
 			continue
 		}
 		top.pos = next
-		if c.kind == kindLeaf {
+		if c.kind.isLeaf() {
 			// Childless: visit without pushing.
 			return c.path(), c.val, true
 		}

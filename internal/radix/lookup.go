@@ -37,7 +37,9 @@ func (n *Node[T]) Get(k []byte) (T, bool) {
 				c = n48.children[i-1]
 			}
 		case kind256:
-			c = n.as256().children[b]
+			if ch := n.as256().chunks[b>>4]; ch != nil {
+				c = ch.children[b&15]
+			}
 		}
 		if c == nil {
 			break
@@ -51,15 +53,20 @@ func (n *Node[T]) Get(k []byte) (T, bool) {
 // GetWatch returns the value stored under k, whether there is one, and a
 // channel that closes once a committed, tracked Txn changes the answer: the
 // channel of the node holding the value if found, else of the deepest node
-// on the search path. See the package doc for spurious closes. On a nil
-// *Node it finds nothing and the channel is closed already.
+// on the search path, and for a leaf its parent's. See the package doc for
+// spurious closes. n must be a tree's root (or nil: then it finds nothing
+// and the channel is closed already).
 func (n *Node[T]) GetWatch(k []byte) (<-chan struct{}, T, bool) {
 	var zero T
 	if n == nil {
 		return closedChan(), zero, false
 	}
+	watched := n // the deepest node with children on the path
 	d := 0
 	for {
+		if n.kind != kindLeaf {
+			watched = n
+		}
 		p := n.path()
 		if len(p) > len(k) || string(p[d:]) != string(k[d:len(p)]) {
 			break
@@ -67,7 +74,7 @@ func (n *Node[T]) GetWatch(k []byte) (<-chan struct{}, T, bool) {
 		d = len(p)
 		if d == len(k) {
 			if n.leaf {
-				return n.watchChan(), n.val, true
+				return watched.watchChan(), n.val, true
 			}
 			break
 		}
@@ -77,7 +84,7 @@ func (n *Node[T]) GetWatch(k []byte) (<-chan struct{}, T, bool) {
 		}
 		n = c
 	}
-	return n.watchChan(), zero, false
+	return watched.watchChan(), zero, false
 }
 
 // Minimum returns the smallest key in the subtree of n with its value.

@@ -138,3 +138,85 @@ func TestEdgeKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestNode256SharesChunks: a write into a full node256 copies the one chunk
+// it changes and shares the other fifteen with the version it came from,
+// which stays as it was; a second write into the same chunk in the same
+// generation changes the copy in place.
+func TestNode256SharesChunks(t *testing.T) {
+	tree := New[int]()
+	txn := tree.Txn()
+	model := map[string]int{}
+	for b := range 256 {
+		txn.Insert([]byte{'x', byte(b)}, b)
+		model[string([]byte{'x', byte(b)})] = b
+	}
+	old := txn.Commit()
+	oldModel := maps.Clone(model)
+
+	txn = old.Txn()
+	txn.Insert([]byte{'x', 0x37}, -1)
+	txn.Insert([]byte{'x', 0x3a}, -2)
+	model["x\x37"], model["x\x3a"] = -1, -2
+	cur := txn.Commit()
+
+	o, c := old.Root(), cur.Root()
+	if o.kind != kind256 || c.kind != kind256 {
+		t.Fatalf("roots of kinds %d and %d, want node256", o.kind, c.kind)
+	}
+	for hi := range 16 {
+		shared := o.as256().chunks[hi] == c.as256().chunks[hi]
+		if shared != (hi != 3) {
+			t.Errorf("chunk %x shared: %v", hi, shared)
+		}
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	checkTree(t, old.Root(), old.Len(), oldModel, r)
+	checkTree(t, cur.Root(), cur.Len(), model, r)
+}
+
+// TestInsertCopy: keys inserted with InsertCopy from one scratch buffer,
+// overwritten after every call, are all in the tree as they were given:
+// the tree kept copies of new keys and nothing of existing ones. An
+// existing key is found again without an allocation.
+func TestInsertCopy(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	tree := New[int]()
+	model := map[string]int{}
+	scratch := make([]byte, 0, 16)
+	for round := range 30 {
+		txn := tree.Txn()
+		txn.TrackMutate(round%2 == 0)
+		for range 100 {
+			k := randKey(r)
+			scratch = append(scratch[:0], k...)
+			v := r.Int()
+			old, had := txn.InsertCopy(scratch, v)
+			mOld, mHad := model[string(k)]
+			if old != mOld || had != mHad {
+				t.Fatalf("InsertCopy(%x) = %d,%v; want %d,%v", k, old, had, mOld, mHad)
+			}
+			model[string(k)] = v
+			for i := range scratch {
+				scratch[i] ^= 0xa5 // the tree must not see this
+			}
+			if r.IntN(4) == 0 {
+				scratch = append(scratch[:0], randKey(r)...)
+				txn.Delete(scratch)
+				delete(model, string(scratch))
+			}
+		}
+		tree = txn.Commit()
+		checkTree(t, tree.Root(), tree.Len(), model, r)
+	}
+	txn := tree.Txn()
+	for k := range model {
+		scratch = append(scratch[:0], k...)
+		// After the warm-up run owns the path, only a leaf (never changed
+		// in place) is copied: one allocation, none for the key.
+		if n := testing.AllocsPerRun(1, func() { txn.InsertCopy(scratch, 1) }); n > 1 {
+			t.Fatalf("InsertCopy of an existing key allocated %v times", n)
+		}
+		break
+	}
+}

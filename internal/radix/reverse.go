@@ -26,7 +26,7 @@ func (n *Node[T]) ReverseLowerBound(key []byte, yield func([]byte, T) bool) {
 // means yield asked to stop.
 func (n *Node[T]) walkBackward(yield func([]byte, T) bool) bool {
 	for c, _, slot := n.prevChild(n.endSlot()); c != nil; c, _, slot = n.prevChild(slot) {
-		if c.kind == kindLeaf {
+		if c.kind.isLeaf() {
 			if !yield(c.path(), c.val) {
 				return false
 			}
@@ -86,10 +86,15 @@ func (n *Node[T]) endSlot() int {
 // and that slot, or a nil child. Slots are as for nextChild.
 func (n *Node[T]) prevChild(pos int) (*Node[T], byte, int) {
 	if n.kind == kind256 {
-		children := &n.as256().children
+		chunks := &n.as256().chunks
 		for pos--; pos >= 0; pos-- {
-			if c := children[pos]; c != nil {
-				return c, byte(pos), pos
+			c := chunks[pos>>4]
+			if c == nil {
+				pos &^= 15 // the loop's pos-- moves to the chunk below
+				continue
+			}
+			if child := c.children[pos&15]; child != nil {
+				return child, byte(pos), pos
 			}
 		}
 		return nil, 0, 0
@@ -105,7 +110,7 @@ func (n *Node[T]) prevChild(pos int) (*Node[T], byte, int) {
 // whether that child's label is exactly b.
 func (n *Node[T]) upperSlot(b byte) (int, bool) {
 	if n.kind == kind256 {
-		return int(b) + 1, n.as256().children[b] != nil
+		return int(b) + 1, n.as256().child256(b) != nil
 	}
 	keys, _ := n.dense()
 	i := 0

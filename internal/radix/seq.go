@@ -34,8 +34,8 @@ func (n *Node[T]) Prefix(prefix []byte) *Node[T] {
 // (spuriously also on other changes within the same node): the channel of
 // the deepest node on the search path.
 func (n *Node[T]) PrefixWatch(prefix []byte) (*Node[T], <-chan struct{}) {
-	found, last := n.seekPrefix(prefix)
-	return found, last.Watch()
+	found, watched := n.seekPrefix(prefix)
+	return found, watched.Watch()
 }
 
 // LowerBound calls yield with every key >= key of the subtree of n and its
@@ -47,29 +47,35 @@ func (n *Node[T]) LowerBound(key []byte, yield func([]byte, T) bool) {
 }
 
 // seekPrefix returns the node whose subtree holds exactly the keys starting
-// with prefix (nil if none) and the deepest node on the search path, whose
-// watch channel closes on any change under prefix.
-func (n *Node[T]) seekPrefix(prefix []byte) (found, last *Node[T]) {
+// with prefix (nil if none) and the deepest node with children on the
+// search path, whose watch channel closes on any change under prefix (a
+// leaf at the end of the path is written through its parent's child
+// pointer). n must be a tree's root or nil.
+func (n *Node[T]) seekPrefix(prefix []byte) (found, watched *Node[T]) {
 	if n == nil {
 		return nil, nil
 	}
+	watched = n
 	d := 0
 	for {
+		if n.kind != kindLeaf {
+			watched = n
+		}
 		p := n.path()
 		if len(p) >= len(prefix) {
 			// The prefix ends inside (or at the end of) n's segment.
 			if string(p[d:len(prefix)]) == string(prefix[d:]) {
-				return n, n
+				return n, watched
 			}
-			return nil, n
+			return nil, watched
 		}
 		if string(p[d:]) != string(prefix[d:len(p)]) {
-			return nil, n
+			return nil, watched
 		}
 		d = len(p)
 		c := n.child(prefix[d])
 		if c == nil {
-			return nil, n
+			return nil, watched
 		}
 		n = c
 	}
@@ -77,36 +83,45 @@ func (n *Node[T]) seekPrefix(prefix []byte) (found, last *Node[T]) {
 
 // walk yields every key of the subtree in order; false means yield asked
 // to stop. Childless children are yielded here rather than recursed into,
-// which saves a call per key.
+// which saves a call per key (the check is written out in each loop: a
+// helper for it would not be inlined into this recursive function).
 func (n *Node[T]) walk(yield func([]byte, T) bool) bool {
 	if n.leaf && !yield(n.path(), n.val) {
 		return false
 	}
 	switch n.kind {
-	case kindLeaf:
+	case kindLeaf, kindWatchedLeaf:
 	case kind256:
-		for _, c := range &n.as256().children {
-			if c != nil && !c.walkChild(yield) {
-				return false
+		for _, ch := range &n.as256().chunks {
+			if ch == nil {
+				continue
+			}
+			for _, c := range &ch.children {
+				if c == nil {
+					continue
+				}
+				if c.kind.isLeaf() {
+					if !yield(c.path(), c.val) {
+						return false
+					}
+				} else if !c.walk(yield) {
+					return false
+				}
 			}
 		}
 	default:
 		_, children := n.dense()
 		for _, c := range children[:n.size] {
-			if !c.walkChild(yield) {
+			if c.kind.isLeaf() {
+				if !yield(c.path(), c.val) {
+					return false
+				}
+			} else if !c.walk(yield) {
 				return false
 			}
 		}
 	}
 	return true
-}
-
-// walkChild is walk for a child, with childless nodes handled inline.
-func (n *Node[T]) walkChild(yield func([]byte, T) bool) bool {
-	if n.kind == kindLeaf {
-		return yield(n.path(), n.val)
-	}
-	return n.walk(yield)
 }
 
 // lowerBoundWalk yields the keys >= key of the subtree of n, whose path is

@@ -45,7 +45,10 @@ func (t *Tree[T]) Txn() *Txn[T] {
 
 // InitTxn makes *txn a fresh transaction on t, like Txn does, without
 // allocating it: for callers that embed the Txn in a larger object.
+//
+// *txn must be zero or a Txn that was discarded (Txn.Discard) or notified
+// (Txn.Notify): it is reused without clearing it again.
 func (t *Tree[T]) InitTxn(txn *Txn[T]) {
-	*txn = Txn[T]{root: t.root, size: t.size, id: txnIDs.Add(1)}
+	txn.root, txn.size, txn.id, txn.track = t.root, t.size, txnIDs.Add(1), false
 	txn.retired = txn.retiredBuf[:0]
 }

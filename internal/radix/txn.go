@@ -4,10 +4,17 @@ package radix
 // the trees it started from and the ones it committed stay readable by
 // anyone meanwhile.
 type Txn[T any] struct {
+	// root is nil while a Delete emptied the tree and nothing was written
+	// or read since: the empty root node is made only if someone needs it
+	// (see emptyRoot), so that a delete followed by an insert, the
+	// revision index's lot on every replace in a small table, allocates
+	// one node rather than two.
 	root  *Node[T]
 	size  int
 	id    uint64 // current generation: nodes carrying it are mutated in place
 	track bool
+	// copyKey is set during InsertCopy: a key the tree keeps is copied.
+	copyKey bool
 
 	// retired holds the nodes this Txn took out of the tree whose watch
 	// channels Notify must close. A node of an earlier generation is copied
@@ -24,17 +31,39 @@ func (t *Txn[T]) TrackMutate(track bool) { t.track = track }
 // Root returns the root of the Txn's current, uncommitted tree. Reads
 // through it see the Txn's writes; it must not be used once the Txn writes
 // again.
-func (t *Txn[T]) Root() *Node[T] { return t.root }
+func (t *Txn[T]) Root() *Node[T] { return t.emptyRoot() }
+
+// emptyRoot returns t.root, first making an empty root node if a Delete
+// left none.
+func (t *Txn[T]) emptyRoot() *Node[T] {
+	if t.root == nil {
+		t.root = newNode[T](kind4, t.id)
+	}
+	return t.root
+}
 
 // Len returns the number of keys in the Txn's current tree.
 func (t *Txn[T]) Len() int { return t.size }
 
 // Get returns the value stored under k, including the Txn's own writes.
-func (t *Txn[T]) Get(k []byte) (T, bool) { return t.root.Get(k) }
+func (t *Txn[T]) Get(k []byte) (T, bool) {
+	if t.root == nil {
+		var zero T
+		return zero, false
+	}
+	return t.root.Get(k)
+}
 
 // Insert stores v under k and returns the previous value, if any. The Txn
-// keeps k, so the caller must not modify it afterwards.
+// keeps k if k was not in the tree (a key already there keeps the bytes it
+// was stored with), so the caller must not modify it afterwards.
 func (t *Txn[T]) Insert(k []byte, v T) (T, bool) {
+	if t.root == nil {
+		t.root = t.newRoot(t.keep(k), v)
+		t.size++
+		var zero T
+		return zero, false
+	}
 	root, old, had := t.insert(t.root, 0, k, v)
 	t.root = root
 	if !had {
@@ -43,16 +72,42 @@ func (t *Txn[T]) Insert(k []byte, v T) (T, bool) {
 	return old, had
 }
 
-// Delete removes k and returns its value, if it was present.
+// InsertCopy is Insert for a key the caller reuses (a scratch buffer): if
+// k is not in the tree, the tree keeps a copy of it; if it is, nothing of k
+// is kept and nothing is allocated for it.
+func (t *Txn[T]) InsertCopy(k []byte, v T) (T, bool) {
+	t.copyKey = true
+	old, had := t.Insert(k, v)
+	t.copyKey = false
+	return old, had
+}
+
+// keep returns key for the tree to keep: key itself, or during InsertCopy
+// a copy of it. Each insert keeps its key at most once (as a new leaf's
+// path or a split node's).
+func (t *Txn[T]) keep(key []byte) []byte {
+	if t.copyKey {
+		return append([]byte(nil), key...)
+	}
+	return key
+}
+
+// Delete removes k and returns its value, if it was present. The Txn does
+// not keep k.
 func (t *Txn[T]) Delete(k []byte) (T, bool) {
+	if t.root == nil {
+		var zero T
+		return zero, false
+	}
 	root, old, had := t.delete(t.root, 0, k)
 	if !had {
 		return old, false
 	}
-	if root == nil {
-		root = newNode[T](kind4, t.id)
+	if root != nil && root.kind == kindLeaf {
+		// A root has a watch channel, so it is never a bare leaf.
+		root = t.newRoot(root.path(), root.val)
 	}
-	t.root = root
+	t.root = root // nil if now empty: see emptyRoot
 	t.size--
 	return old, true
 }
@@ -73,10 +128,11 @@ func (t *Txn[T]) Freeze() Tree[T] {
 	// Only the root's generation needs checking: a node of the current
 	// generation has only current-generation ancestors, so if the root is
 	// older, nothing in the tree can be mutated in place any more.
-	if t.root.txnID == t.id {
+	root := t.emptyRoot()
+	if root.owner() == t.id {
 		t.id = txnIDs.Add(1)
 	}
-	return Tree[T]{root: t.root, size: t.size}
+	return Tree[T]{root: root, size: t.size}
 }
 
 // Notify closes the watch channels of every node the committed writes
@@ -86,11 +142,28 @@ func (t *Txn[T]) Notify() {
 	if !t.track {
 		return
 	}
-	for i, n := range t.retired {
+	for _, n := range t.retired {
 		n.closeWatch()
-		t.retired[i] = nil
 	}
-	t.retired = t.retired[:0]
+	t.dropRetired()
+}
+
+// Discard drops what the Txn refers to (its tree and the nodes it would
+// notify), without notifying: for a Txn that is thrown away or kept for
+// reuse (see Tree.InitTxn).
+func (t *Txn[T]) Discard() {
+	t.root, t.size = nil, 0
+	t.dropRetired()
+}
+
+// dropRetired empties the list of retired nodes, leaving no reference to
+// them behind, also in the inline buffer after the list outgrew it.
+func (t *Txn[T]) dropRetired() {
+	clear(t.retired)
+	if cap(t.retired) != len(t.retiredBuf) {
+		clear(t.retiredBuf[:])
+	}
+	t.retired = t.retiredBuf[:0]
 }
 
 // Commit is CommitOnly followed by Notify.
@@ -102,28 +175,51 @@ func (t *Txn[T]) Commit() *Tree[T] {
 
 // retire records that n leaves the tree. Nodes of earlier generations may
 // have (or later get) watchers on old snapshots; nodes of the current one
-// only if somebody watched through Root before committing.
+// only if somebody watched through Root before committing. A leaf has no
+// generation, so a replaced watched leaf is always retired; a bare leaf has
+// no channel to close (its watchers hold its parent's, which the change
+// writes).
 func (t *Txn[T]) retire(n *Node[T]) {
-	if t.track && (n.txnID != t.id || n.hasWatch()) {
+	if t.track && n.kind != kindLeaf && (n.owner() != t.id || n.hasWatch()) {
 		t.retired = append(t.retired, n)
 	}
 }
 
 // writable returns n if the current generation owns it, else a copy of it
-// that replaces n.
+// that replaces n (always, for a leaf).
 func (t *Txn[T]) writable(n *Node[T]) *Node[T] {
-	if n.txnID == t.id {
+	if n.owner() == t.id {
 		return n
 	}
 	t.retire(n)
 	return n.clone(t.id)
 }
 
-// newLeaf returns a childless node holding v under key.
+// newRoot returns a root holding v under key and nothing else: a watched
+// leaf, as a root has a watch channel whether the Txn tracks or not.
+func (t *Txn[T]) newRoot(key []byte, v T) *Node[T] {
+	r := newNode[T](kindWatchedLeaf, 0)
+	r.setPath(key)
+	r.val, r.leaf = v, true
+	return r
+}
+
+// newLeaf returns a childless node holding v under key, which the tree
+// keeps (see keep).
 func (t *Txn[T]) newLeaf(key []byte, v T) *Node[T] {
-	n := &Node[T]{txnID: t.id, kind: kindLeaf, leaf: true, val: v}
-	n.setPath(key)
+	n := newNode[T](t.leafKind(), 0)
+	n.leaf, n.val = true, v
+	n.setPath(t.keep(key))
 	return n
+}
+
+// leafKind is the kind of the leaves the Txn makes: with a watch channel if
+// it tracks changes (somebody may watch the tree), bare if not.
+func (t *Txn[T]) leafKind() kind {
+	if t.track {
+		return kindWatchedLeaf
+	}
+	return kindLeaf
 }
 
 // insert stores v under key in the subtree of n, whose path is known to
@@ -134,7 +230,7 @@ func (t *Txn[T]) insert(n *Node[T], d int, key []byte, v T) (*Node[T], T, bool) 
 		// Only an empty root gets here: the key becomes the whole tree, so
 		// that the root's path is the common prefix of all keys.
 		t.retire(n)
-		return t.newLeaf(key, v), zero, false
+		return t.newRoot(t.keep(key), v), zero, false
 	}
 	p := n.path()
 	c := d
@@ -145,9 +241,10 @@ func (t *Txn[T]) insert(n *Node[T], d int, key []byte, v T) (*Node[T], T, bool) 
 		return t.split(n, c, key, v), zero, false
 	}
 	if c == len(key) {
+		// n's path is the key: its bytes stay as they are (a copy of a
+		// leaf keeps them too), so the tree keeps nothing of key.
 		w := t.writable(n)
 		old, had := w.val, w.leaf
-		w.setPath(key)
 		w.val, w.leaf = v, true
 		return w, old, had
 	}
@@ -167,17 +264,31 @@ func (t *Txn[T]) insert(n *Node[T], d int, key []byte, v T) (*Node[T], T, bool) 
 }
 
 // split puts a new node4 with path key[:c] above n, whose path diverges from
-// key at c, and stores v under key there or in a new leaf below it. n is
-// copied even though its own content does not change: prefix watchers whose
-// prefix ends inside n's segment hold n's channel and must see the new key.
+// key at c, and stores v under key there or in a new leaf below it. A node
+// with a channel is copied even though its own content does not change:
+// prefix watchers whose prefix ends inside n's segment hold n's channel and
+// must see the new key. (A bare leaf's watchers hold its parent's, which
+// the split writes.)
 func (t *Txn[T]) split(n *Node[T], c int, key []byte, v T) *Node[T] {
-	moved := t.writable(n)
+	var moved *Node[T]
+	switch {
+	case n.kind == kindLeaf:
+		moved = n
+	case n.kind == kindWatchedLeaf && !t.track:
+		// A tree's only key, held by a watched root; below the root, an
+		// untracked Txn's leaves are bare.
+		moved = newNode[T](kindLeaf, 0)
+		moved.copyHeader(n)
+		moved.kind = kindLeaf
+	default:
+		moved = t.writable(n)
+	}
 	s := newNode[T](kind4, t.id)
 	np := n.path()
 	s.setPath(np[:c])
 	s.insertChild(np[c], moved)
 	if c == len(key) {
-		s.setPath(key)
+		s.setPath(t.keep(key))
 		s.val, s.leaf = v, true
 	} else {
 		s.insertChild(key[c], t.newLeaf(key, v))

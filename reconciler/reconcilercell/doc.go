@@ -29,9 +29,11 @@
 //	steadystate_reconciler_operation_duration_seconds{operation}            histogram: target operations (a batch counts once)
 //	steadystate_reconciler_queued_retries                                   gauge: objects waiting to be retried
 //	steadystate_reconciler_prune_duration_seconds{result}                   histogram: Target.Prune calls
-//	steadystate_reconciler_full_reconciliation_duration_seconds{result}     histogram: prunes (plan, Prune and bookkeeping)
+//	steadystate_reconciler_prune_round_duration_seconds{result}     histogram: prunes (plan, Prune and bookkeeping)
 //	steadystate_reconciler_plan_duration_seconds{operation, result}         histogram: plans of Planner targets
-//	steadystate_reconciler_drift_repaired_total                             counter: objects whose refresh found and repaired drift
+//	steadystate_reconciler_drift_repaired_total                             counter: repairs of drift (found by refresh, target report or prune)
+//	steadystate_reconciler_drift_reports_total                              counter: reports of possible drift from a DriftTarget
+//	steadystate_reconciler_drift_checked_total                              counter: objects checked because of those reports
 //	steadystate_reconciler_pruned_total                                     counter: leftovers removed by prunes
 //	steadystate_reconciler_skipped_total{operation}                         counter: operations not made, their plan being empty
 //	steadystate_reconciler_refresh_queue                                    gauge: Done objects due for a refresh, waiting for the rate

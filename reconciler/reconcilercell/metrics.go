@@ -23,6 +23,10 @@ const (
 // NewStatusCollector). One instance serves any number of reconcilers;
 // their series are told apart by the reconciler and table labels.
 type PrometheusMetrics struct {
+	// Measurements added to reconciler.Metrics later are discarded until
+	// they are implemented here.
+	reconciler.NopMetrics
+
 	opDuration   *prometheus.HistogramVec
 	opTotal      *prometheus.CounterVec
 	retries      *prometheus.GaugeVec
@@ -30,6 +34,8 @@ type PrometheusMetrics struct {
 	pruneDur     *prometheus.HistogramVec
 	planDuration *prometheus.HistogramVec
 	drift        *prometheus.CounterVec
+	driftReports *prometheus.CounterVec
+	driftChecked *prometheus.CounterVec
 	pruned       *prometheus.CounterVec
 	skipped      *prometheus.CounterVec
 	refreshQueue *prometheus.GaugeVec
@@ -61,7 +67,7 @@ func NewPrometheusMetrics(reg prometheus.Registerer) (*PrometheusMetrics, error)
 			Help: "Objects waiting to be retried.",
 		}, with()),
 		fullDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: ns, Subsystem: sub, Name: "full_reconciliation_duration_seconds",
+			Namespace: ns, Subsystem: sub, Name: "prune_round_duration_seconds",
 			Help: "Duration of full reconciliations (prunes, plan included).", Buckets: fullBuckets,
 		}, with(labelResult)),
 		pruneDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -74,7 +80,15 @@ func NewPrometheusMetrics(reg prometheus.Registerer) (*PrometheusMetrics, error)
 		}, with(labelOperation, labelResult)),
 		drift: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "drift_repaired_total",
-			Help: "Objects whose refresh found the real system changed and repaired it.",
+			Help: "Repairs of drift: objects found changed behind the reconciler's back and put back (by a refresh, a report of the target, or a prune).",
+		}, with()),
+		driftReports: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "drift_reports_total",
+			Help: "Reports of possible drift from the target (objects, or all of them), before coalescing.",
+		}, with()),
+		driftChecked: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "drift_checked_total",
+			Help: "Objects checked against the real system because the target reported possible drift.",
 		}, with()),
 		pruned: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "pruned_total",
@@ -98,7 +112,7 @@ func NewPrometheusMetrics(reg prometheus.Registerer) (*PrometheusMetrics, error)
 		}, with()),
 	}
 	for _, c := range []prometheus.Collector{m.opDuration, m.opTotal, m.retries, m.fullDuration, m.pruneDur,
-		m.planDuration, m.drift, m.pruned, m.skipped, m.refreshQueue, m.workersBusy, m.stuck} {
+		m.planDuration, m.drift, m.driftReports, m.driftChecked, m.pruned, m.skipped, m.refreshQueue, m.workersBusy, m.stuck} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -124,8 +138,8 @@ func (m *PrometheusMetrics) OperationDone(rec, table string, op reconciler.Opera
 	}
 }
 
-// FullReconciliationDone implements reconciler.Metrics.
-func (m *PrometheusMetrics) FullReconciliationDone(rec, table string, d time.Duration, err error) {
+// PruneRoundDone implements reconciler.Metrics.
+func (m *PrometheusMetrics) PruneRoundDone(rec, table string, d time.Duration, err error) {
 	m.fullDuration.WithLabelValues(rec, table, result(err)).Observe(d.Seconds())
 }
 
@@ -152,6 +166,12 @@ func (m *PrometheusMetrics) PlanDone(rec, table string, op reconciler.Operation,
 // DriftRepaired implements reconciler.Metrics.
 func (m *PrometheusMetrics) DriftRepaired(rec, table string, n int) {
 	m.drift.WithLabelValues(rec, table).Add(float64(n))
+}
+
+// DriftChecked implements reconciler.Metrics.
+func (m *PrometheusMetrics) DriftChecked(rec, table string, reports, checked int) {
+	m.driftReports.WithLabelValues(rec, table).Add(float64(reports))
+	m.driftChecked.WithLabelValues(rec, table).Add(float64(checked))
 }
 
 // Pruned implements reconciler.Metrics.

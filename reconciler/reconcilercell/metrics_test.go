@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/steadystate/steadystate/index"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/reconciler/reconcilertest"
 )
@@ -40,7 +41,7 @@ func TestPrometheusMetrics(t *testing.T) {
 		t.Fatalf("bad is still failing: %v", err)
 	}
 	r.Prune()
-	const full = `steadystate_reconciler_full_reconciliation_duration_seconds{reconciler="rec",result="ok",table="routes"}`
+	const full = `steadystate_reconciler_prune_round_duration_seconds{reconciler="rec",result="ok",table="routes"}`
 	target.WaitUntil(t, "a prune", func() bool { return target.Count(reconciler.OpPrune, "") == 1 })
 	eventually(t, "the full reconciliation's metrics", func() bool { return gather(t, reg)[full] == 1 })
 	// A good prune retries the failing objects at once: bad fails again
@@ -105,5 +106,44 @@ func TestStatusCollectorTwoReconcilers(t *testing.T) {
 		if got[k] != 3 {
 			t.Errorf("%s = %v, want 3 (have %v)", k, got[k], slices.Sorted(slices.Values(keys)))
 		}
+	}
+}
+
+// Drift that a target reports and the reconciler repairs is counted:
+// steadystate_reconciler_drift_reports_total, drift_checked_total and
+// drift_repaired_total.
+func TestDriftMetrics(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m, err := NewPrometheusMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, tbl := newTable(t, "routes")
+	target := newTarget().ReportsDrift()
+	cfg := config("rec", tbl, target.Planner(func(a, b *object) bool { return true }))
+	cfg.Metrics = m
+	r := reconcilertest.Start(t, db, cfg)
+	insert(db, tbl, "a")
+	if err := r.Reconciled(); err != nil {
+		t.Fatal(err)
+	}
+	target.WaitUntil(t, "the drift watch", func() bool { running, _ := target.DriftWatches(); return running == 1 })
+	const (
+		repaired = `steadystate_reconciler_drift_repaired_total{reconciler="rec",table="routes"}`
+		reports  = `steadystate_reconciler_drift_reports_total{reconciler="rec",table="routes"}`
+		checked  = `steadystate_reconciler_drift_checked_total{reconciler="rec",table="routes"}`
+	)
+	// The watch's ChangedAll is a report; a is checked once it is Done.
+	eventually(t, "the watch's first report", func() bool { return gather(t, reg)[reports] >= 1 })
+	before := gather(t, reg)
+	target.RemoveState("a")
+	target.ReportDrift(index.String("a"), index.String("a"), index.String("nosuch"))
+	eventually(t, "the repair counted", func() bool { return gather(t, reg)[repaired] == 1 })
+	got := gather(t, reg)
+	if d := got[reports] - before[reports]; d != 2 {
+		t.Errorf("%s grew by %v for two reports of a and one of an object not in the table, want 2", reports, d)
+	}
+	if d := got[checked] - before[checked]; d < 1 || d > 2 {
+		t.Errorf("%s grew by %v, want 1 or 2 (the reports may come in one round or two)", checked, d)
 	}
 }

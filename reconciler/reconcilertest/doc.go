@@ -20,7 +20,12 @@
 // behind the reconciler's back to simulate drift. Inject makes operations
 // on a key fail (a number of times or until cleared, with a plain or a
 // terminal error), panic, or block until released or cancelled.
-// Target.Batch gives the same target with reconciler.BatchTarget.
+// Target.Batch gives the same target with reconciler.BatchTarget, and
+// Planner with reconciler.Planner (and, for a batch target,
+// reconciler.BatchPlanner). Every Target is a reconciler.DriftTarget that
+// reports nothing until ReportsDrift; then the test says what the real
+// system would have noticed with ReportDrift, ReportDriftPrefix and
+// ReportAllDrift, and FailDriftWatch makes the watch fail.
 //
 // # Waiting
 //

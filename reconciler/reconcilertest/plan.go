@@ -26,9 +26,10 @@ type BatchPlannerTarget[Obj any] struct {
 }
 
 var (
-	_ reconciler.Planner[int]     = PlannerTarget[int]{}
-	_ reconciler.Planner[int]     = BatchPlannerTarget[int]{}
-	_ reconciler.BatchTarget[int] = BatchPlannerTarget[int]{}
+	_ reconciler.Planner[int]      = PlannerTarget[int]{}
+	_ reconciler.Planner[int]      = BatchPlannerTarget[int]{}
+	_ reconciler.BatchTarget[int]  = BatchPlannerTarget[int]{}
+	_ reconciler.BatchPlanner[int] = BatchPlannerTarget[int]{}
 )
 
 // Planner returns t with reconciler.Planner. equal tells whether the real
@@ -39,7 +40,9 @@ func (t *Target[Obj]) Planner(equal func(applied, desired Obj) bool) PlannerTarg
 	return PlannerTarget[Obj]{t, planner[Obj]{t, equal}}
 }
 
-// Planner returns b with reconciler.Planner; see Target.Planner.
+// Planner returns b with reconciler.Planner and reconciler.BatchPlanner
+// (a batch plan is one call, as one read of a real system); see
+// Target.Planner.
 func (b BatchTarget[Obj]) Planner(equal func(applied, desired Obj) bool) BatchPlannerTarget[Obj] {
 	return BatchPlannerTarget[Obj]{b, planner[Obj]{b.Target, equal}}
 }
@@ -69,6 +72,15 @@ func (p BatchPlannerTarget[Obj]) PlanDelete(ctx context.Context, txn statedb.Rea
 	return p.planner.delete(obj), nil
 }
 
+// PlanUpdateBatch implements reconciler.BatchPlanner: each entry gets
+// PlanUpdate's plan.
+func (p BatchPlannerTarget[Obj]) PlanUpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.PlanEntry[Obj]) {
+	p.planner.counted()
+	for i := range batch {
+		batch[i].Plan, batch[i].Result = p.planner.updateOf(batch[i].Object), nil
+	}
+}
+
 // PlanPrune implements reconciler.Planner.
 func (p BatchPlannerTarget[Obj]) PlanPrune(ctx context.Context, txn statedb.ReadTxn, desired iter.Seq2[Obj, statedb.Revision]) (reconciler.Plan, error) {
 	return p.planner.prune(desired), nil
@@ -80,7 +92,20 @@ type planner[Obj any] struct {
 	equal func(applied, desired Obj) bool
 }
 
+// counted counts one planner call (see Target.Plans).
+func (p planner[Obj]) counted() {
+	p.t.mu.Lock()
+	defer p.t.mu.Unlock()
+	p.t.plans++
+	p.t.changed.wake()
+}
+
 func (p planner[Obj]) update(obj Obj) reconciler.Plan {
+	p.counted()
+	return p.updateOf(obj)
+}
+
+func (p planner[Obj]) updateOf(obj Obj) reconciler.Plan {
 	key := p.t.key(obj)
 	p.t.mu.Lock()
 	defer p.t.mu.Unlock()
@@ -95,6 +120,7 @@ func (p planner[Obj]) update(obj Obj) reconciler.Plan {
 }
 
 func (p planner[Obj]) delete(obj Obj) reconciler.Plan {
+	p.counted()
 	key := p.t.key(obj)
 	p.t.mu.Lock()
 	defer p.t.mu.Unlock()
@@ -105,6 +131,7 @@ func (p planner[Obj]) delete(obj Obj) reconciler.Plan {
 }
 
 func (p planner[Obj]) prune(desired iter.Seq2[Obj, statedb.Revision]) reconciler.Plan {
+	p.counted()
 	keep := map[string]bool{}
 	for obj := range desired {
 		keep[p.t.key(obj)] = true

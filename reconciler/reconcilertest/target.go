@@ -55,6 +55,12 @@ type Target[Obj any] struct {
 	pruneFault *fault
 	blocking   []*fault // Block faults not yet cleared, installed or used up
 	blocked    int      // operations blocked right now
+	plans      int      // planner calls (a batch plan counts once)
+
+	driftOn       bool          // ReportsDrift was called
+	watches       []*driftWatch // running WatchDrift calls
+	watchErr      error         // FailDriftWatch's error, until healed
+	watchFailures int           // WatchDrift calls that failed at once
 }
 
 // NewTarget returns an empty target that knows objects by key(obj).
@@ -186,6 +192,15 @@ func (t *Target[Obj]) Count(kind reconciler.Operation, key string) int {
 		}
 	}
 	return n
+}
+
+// Plans returns how many times the reconciler called the planner of a
+// target made with Planner: each PlanUpdate, PlanDelete and PlanPrune,
+// and each PlanUpdateBatch once, as one read of a real system.
+func (t *Target[Obj]) Plans() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.plans
 }
 
 // Blocked returns how many operations are blocked by a fault right now.

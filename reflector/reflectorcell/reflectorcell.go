@@ -109,6 +109,8 @@ func addJob(p Params, name string, health *cell.PendingScope, run func(context.C
 
 // PrometheusMetrics is the reflector.Metrics that reports to Prometheus.
 type PrometheusMetrics struct {
+	reflector.NopMetrics // a method added to reflector.Metrics is a no-op until implemented here
+
 	events, batches, rejected *prometheus.CounterVec
 	relists                   *prometheus.CounterVec
 	objects, lag              *prometheus.HistogramVec

@@ -1,7 +1,10 @@
 // Command plot reads a results file of `make bench` (the output of go test
 // -bench, benchmarks/results/latest.txt) and writes one SVG line chart per
 // scaling series of benchmarks/scaling: cost per object against the number
-// of objects, on a logarithmic size axis, one line per implementation.
+// of objects, on a logarithmic size axis, one line per implementation
+// (steadystate, cilium/statedb and the other baselines on the same axes);
+// and bar charts of the pairs of benchmarks/cilium (the propagation
+// delays of both sides).
 //
 // Usage:
 //
@@ -38,23 +41,34 @@ func run(in, outDir string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", in, err)
 	}
-	charts := results.Charts(set)
-	if len(charts) == 0 {
-		return fmt.Errorf("%s: no scaling results (package %s) to plot", in, results.PkgScaling)
+	charts, bars := results.Charts(set), results.BarCharts(set)
+	if len(charts)+len(bars) == 0 {
+		return fmt.Errorf("%s: no scaling results (package %s) nor pairs (package %s) to plot", in, results.PkgScaling, results.PkgCilium)
 	}
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return err
 	}
-	for _, c := range charts {
+	write := func(file string, render func(*bytes.Buffer) error) error {
 		var buf bytes.Buffer
-		if err := Render(&buf, c); err != nil {
-			return fmt.Errorf("%s: %w", c.File, err)
+		if err := render(&buf); err != nil {
+			return fmt.Errorf("%s: %w", file, err)
 		}
-		path := filepath.Join(outDir, c.File)
+		path := filepath.Join(outDir, file)
 		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 			return err
 		}
 		fmt.Println("wrote", path)
+		return nil
+	}
+	for _, c := range charts {
+		if err := write(c.File, func(b *bytes.Buffer) error { return Render(b, c) }); err != nil {
+			return err
+		}
+	}
+	for _, c := range bars {
+		if err := write(c.File, func(b *bytes.Buffer) error { return RenderBars(b, c) }); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -28,8 +28,8 @@ BenchmarkInsert/objects=1000/impl=map-2        20000   40000 ns/op   40 ns/objec
 BenchmarkInsert/objects=1000000/impl=statedb-2     1 1500000000 ns/op 1500 ns/object 666666 objects/sec
 BenchmarkInsert/objects=1000000/impl=map-2         1  120000000 ns/op  120 ns/object 8333333 objects/sec
 BenchmarkInsert/objects=10000/impl=statedb-2     100 8000000 ns/op  800 ns/object  1250000 objects/sec
-BenchmarkReconcile/objects=10000-2   30  40000000 ns/op  4000 ns/object  250000 objects/sec  5.3 heap-MB  560 heap-B/object
-BenchmarkReconcile/objects=100000-2   3 300000000 ns/op  3000 ns/object  333333 objects/sec   45 heap-MB  470 heap-B/object
+BenchmarkReconcile/objects=10000/impl=steadystate-2   30  40000000 ns/op  4000 ns/object  250000 objects/sec  5.3 heap-MB  560 heap-B/object
+BenchmarkReconcile/objects=100000/impl=steadystate-2   3 300000000 ns/op  3000 ns/object  333333 objects/sec   45 heap-MB  470 heap-B/object
 `
 
 // svgDoc is the part of an SVG that the tests look at.
@@ -107,16 +107,16 @@ func TestRenderCharts(t *testing.T) {
 		t.Errorf("y of 600, 800, 1500 ns = %v: not increasing upwards", pts)
 	}
 	text := strings.Join(ins.Texts, "|")
-	for _, want := range []string{"insert: cost per object", "1k", "1M", "statedb", "map", "ns/object (log scale)"} {
+	for _, want := range []string{"insert: cost per object", "1k", "1M", "steadystate", "map", "ns/object (log scale)"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("insert chart lacks text %q: %s", want, text)
 		}
 	}
-	if got := ins.Circles[0].Title; got != "statedb at 1k: 600 ns/object" {
+	if got := ins.Circles[0].Title; got != "steadystate at 1k: 600 ns/object" {
 		t.Errorf("tooltip = %q", got)
 	}
 	heap := render(t, files["reconcile-heap.svg"])
-	if len(heap.Polylines) != 1 || !strings.Contains(strings.Join(heap.Texts, "|"), "reconciler") {
+	if len(heap.Polylines) != 1 || !strings.Contains(strings.Join(heap.Texts, "|"), "steadystate") {
 		t.Errorf("reconcile-heap: %+v", heap)
 	}
 }
@@ -185,5 +185,71 @@ func TestRun(t *testing.T) {
 	}
 	if err := run(empty, dir); err == nil {
 		t.Error("run on a file without scaling results succeeded")
+	}
+}
+
+// pairSample holds the propagation pairs of benchmarks/cilium, shortened.
+const pairSample = `cilium-statedb: v0.9.4
+pkg: github.com/steadystate/steadystate/benchmarks/cilium
+BenchmarkPropagationDelay/round=0/impl=steadystate-2   1000  30000 ns/op  5 p50-us  8 p90-us  40 p99-us
+BenchmarkPropagationDelay/round=0/impl=cilium-2        1000  40000 ns/op  7 p50-us  12 p90-us  60 p99-us
+BenchmarkDerive/load=light/round=0/impl=steadystate-2  1000  30000 ns/op  4 p50-us  9 p90-us  35 p99-us
+BenchmarkDerive/load=light/round=0/impl=cilium-2       1000  40000 ns/op  6 p50-us  14 p90-us  45 p99-us
+`
+
+// barDoc is the part of a bar chart that the tests look at.
+type barDoc struct {
+	Rects []struct {
+		Height string `xml:"height,attr"`
+		Title  string `xml:"title"`
+	} `xml:"rect"`
+	Texts []string `xml:"text"`
+}
+
+// TestRenderBars: the propagation chart puts both sides' percentiles on
+// one axis, a bar per side and figure, taller for a slower figure, with
+// the legends naming steadystate and cilium/statedb with its version.
+func TestRenderBars(t *testing.T) {
+	set, err := results.Parse(strings.NewReader(pairSample), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bars := results.BarCharts(set)
+	if len(bars) != 1 || bars[0].File != "propagation.svg" || len(bars[0].Series) != 2 {
+		t.Fatalf("BarCharts = %+v", bars)
+	}
+	var buf bytes.Buffer
+	if err := RenderBars(&buf, bars[0]); err != nil {
+		t.Fatal(err)
+	}
+	var doc barDoc
+	if err := xml.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatalf("not well-formed XML: %v\n%s", err, buf.String())
+	}
+	heights := map[string]float64{}
+	for _, r := range doc.Rects {
+		if r.Title != "" {
+			h, err := strconv.ParseFloat(r.Height, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			heights[r.Title] = h
+		}
+	}
+	if len(heights) != 12 {
+		t.Fatalf("%d bars, want 12: %v", len(heights), heights)
+	}
+	ss, ci := heights["steadystate, round trip p99: 40 us"], heights["cilium/statedb v0.9.4, round trip p99: 60 us"]
+	if !(ss > 0 && ci > ss) {
+		t.Errorf("p99 bars %v (steadystate) and %v (cilium): want cilium's taller", ss, ci)
+	}
+	text := strings.Join(doc.Texts, "|")
+	for _, want := range []string{"steadystate", "cilium/statedb v0.9.4", "round trip p50", "derive p99", "us"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("bar chart lacks text %q: %s", want, text)
+		}
+	}
+	if err := RenderBars(&bytes.Buffer{}, results.BarChart{Title: "x", Groups: []string{"a"}, Series: []results.Series{{Name: "s", Values: []float64{1, 2}}}}); err == nil {
+		t.Error("RenderBars accepted a series with more values than groups")
 	}
 }

@@ -13,7 +13,7 @@ import (
 // The chart's geometry, in SVG user units.
 const (
 	width, height = 760, 440
-	left, right   = 80, 170 // the legend sits in the right margin
+	left, right   = 80, 210 // the legend sits in the right margin
 	top, bottom   = 56, 64
 	plotW         = width - left - right
 	plotH         = height - top - bottom
@@ -179,3 +179,74 @@ func clampY(a axis, v float64) float64 {
 }
 
 func esc(s string) string { return html.EscapeString(s) }
+
+// RenderBars writes c as a standalone SVG document: a group of bars per
+// figure, a bar per series, on one value axis from zero (log10 when the
+// figures spread over more than a factor of 30).
+func RenderBars(w io.Writer, c results.BarChart) error {
+	var ys []float64
+	for _, ser := range c.Series {
+		if len(ser.Values) != len(c.Groups) {
+			return fmt.Errorf("series %s has %d values for %d groups", ser.Name, len(ser.Values), len(c.Groups))
+		}
+		for _, v := range ser.Values {
+			if math.IsInf(v, 0) || v < 0 {
+				return fmt.Errorf("series %s: value %v cannot be plotted", ser.Name, v)
+			}
+			if !math.IsNaN(v) {
+				ys = append(ys, v)
+			}
+		}
+	}
+	if len(ys) == 0 {
+		return fmt.Errorf("chart %q has no values", c.Title)
+	}
+	ya := valueAxis(ys)
+	py := func(v float64) float64 { return top + (1-ya.frac(clampY(ya, v)))*plotH }
+	groupW := float64(plotW) / float64(len(c.Groups))
+	barW := groupW * 0.8 / float64(len(c.Series))
+
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
+		width, height, width, height)
+	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", width, height)
+	fmt.Fprintf(&b, `<text x="%d" y="24" font-size="16" font-weight="bold">%s</text>`+"\n", left, esc(c.Title))
+	fmt.Fprintf(&b, `<text x="%d" y="42" fill="#555">%s</text>`+"\n", left, esc(c.Note))
+	b.WriteString(`<g stroke="#ddd">` + "\n")
+	for _, t := range ya.ticks() {
+		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f"/>`+"\n", left, py(t), left+plotW, py(t))
+	}
+	b.WriteString("</g>\n")
+	for _, t := range ya.ticks() {
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", left-8, py(t)+4, results.Format(t))
+	}
+	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#333"/>`+"\n", left, top, plotW, plotH)
+	yLabel := c.Metric
+	if ya.log {
+		yLabel += " (log scale)"
+	}
+	fmt.Fprintf(&b, `<text transform="translate(18 %d) rotate(-90)" text-anchor="middle">%s</text>`+"\n", top+plotH/2, esc(yLabel))
+	for g, label := range c.Groups {
+		x := float64(left) + groupW*(float64(g)+0.5)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", x, top+plotH+18, esc(label))
+	}
+	floor := py(ya.min)
+	for i, ser := range c.Series {
+		color := palette[i%len(palette)]
+		for g, v := range ser.Values {
+			if math.IsNaN(v) {
+				continue
+			}
+			x := float64(left) + groupW*float64(g) + groupW*0.1 + barW*float64(i)
+			y := py(v)
+			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s, %s: %s %s</title></rect>`+"\n",
+				x, y, barW, floor-y, color, esc(ser.Name), esc(c.Groups[g]), results.Format(v), esc(c.Metric))
+		}
+		ly := top + 10 + i*22
+		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="24" height="10" fill="%s"/>`+"\n", left+plotW+16, ly-5, color)
+		fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text>`+"\n", left+plotW+46, ly+4, esc(ser.Name))
+	}
+	b.WriteString("</svg>\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -80,7 +80,10 @@ func report(w io.Writer, set *results.Set, check, targetsOnly bool) bool {
 		tables = append(tables, results.MachineTable(set))
 		tables = append(tables, results.ResultTables(set)...)
 		tables = append(tables, results.RatioTables(set)...)
-		if t, found := results.PeerTable(set, results.PkgCilium, "cilium"); found {
+		if t, found := results.PeerTable(set, results.PkgCilium, results.CiliumLabel(set)); found {
+			tables = append(tables, t)
+		}
+		if t, found := results.FloorTable(set); found {
 			tables = append(tables, t)
 		}
 		tables = append(tables, results.ScalingTables(set)...)

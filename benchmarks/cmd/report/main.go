@@ -101,9 +101,16 @@ func section(set *results.Set, plots string) string {
 		b.WriteString("### Propagation delay\n\n")
 		t.WriteMarkdown(&b)
 	}
+	for _, c := range results.BarCharts(set) {
+		fmt.Fprintf(&b, "![%s](%s)\n\n", c.Title, path.Join(plots, c.File))
+	}
 
-	if t, ok := results.PeerTable(set, results.PkgCilium, "cilium"); ok {
+	if t, ok := results.PeerTable(set, results.PkgCilium, results.CiliumLabel(set)); ok {
 		b.WriteString("### Against cilium/statedb\n\n")
+		t.WriteMarkdown(&b)
+	}
+	if t, ok := results.FloorTable(set); ok {
+		b.WriteString("### Against the floor\n\n")
 		t.WriteMarkdown(&b)
 	}
 

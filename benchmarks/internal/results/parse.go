@@ -32,6 +32,16 @@ type Result struct {
 	Metrics map[string]float64
 
 	samples map[string][]float64
+	// runs are the runs in input order, each keyed by its round (see
+	// runKey), so that PairedRatio can compare two implementations round
+	// by round.
+	runs []run
+}
+
+// run is one result line of a Result.
+type run struct {
+	key     string
+	metrics map[string]float64
 }
 
 // Metric returns the median of unit over the runs, and whether any run
@@ -158,7 +168,7 @@ func Parse(r io.Reader, echo io.Writer) (*Set, error) {
 		if !ok {
 			continue
 		}
-		group, impl := splitName(name)
+		group, impl, round := splitName(name)
 		res := s.Find(pkg, group, impl)
 		if res == nil || res.Pkg != pkg {
 			res = &Result{Pkg: pkg, Group: group, Impl: impl, Metrics: map[string]float64{}, samples: map[string][]float64{}}
@@ -168,6 +178,7 @@ func Parse(r io.Reader, echo io.Writer) (*Set, error) {
 		for unit, v := range metrics {
 			res.samples[unit] = append(res.samples[unit], v)
 		}
+		res.runs = append(res.runs, run{key: res.runKey(round), metrics: metrics})
 	}
 	for _, res := range s.Results {
 		for unit, vs := range res.samples {
@@ -201,11 +212,27 @@ func parseLine(line string) (name string, metrics map[string]float64, ok bool) {
 	return procsSuffix.ReplaceAllString(f[0], ""), metrics, true
 }
 
-// splitName splits "BenchmarkX/batch=1/impl=memdb" into the group
-// "BenchmarkX/batch=1" and the impl "memdb". A round=<n> element (the
-// rounds of a paired benchmark, which alternate the order of its sides) is
-// dropped, so that every round is a run of the same result.
-func splitName(name string) (group, impl string) {
+// runKey names the next run of r in round: the round and how many runs of
+// r in that round came before it. Two implementations of a workload that
+// run in the same rounds (a paired benchmark, each round run once per
+// -count) get the same keys in the same order, so a key pairs the sides of
+// one round of one repetition.
+func (r *Result) runKey(round string) string {
+	n := 0
+	for _, ru := range r.runs {
+		if k, _, _ := strings.Cut(ru.key, "#"); k == round {
+			n++
+		}
+	}
+	return round + "#" + strconv.Itoa(n)
+}
+
+// splitName splits "BenchmarkX/batch=1/round=2/impl=memdb" into the group
+// "BenchmarkX/batch=1", the impl "memdb" and the round "2" ("" when there
+// is none). The round element (the rounds of a paired benchmark, which
+// rotate the order of its sides) is dropped from the group, so that every
+// round is a run of the same result.
+func splitName(name string) (group, impl, round string) {
 	parts := strings.Split(name, "/")
 	kept := parts[:0]
 	for _, p := range parts {
@@ -214,11 +241,46 @@ func splitName(name string) (group, impl string) {
 			continue
 		}
 		if isRound(p) {
+			round = strings.TrimPrefix(p, "round=")
 			continue
 		}
 		kept = append(kept, p)
 	}
-	return strings.Join(kept, "/"), impl
+	return strings.Join(kept, "/"), impl, round
+}
+
+// PairedRatio compares subject with baseline run by run: over the runs of
+// the two that share a key (the same round of the same repetition), the
+// median of subject's unit over baseline's (with inverse, baseline's over
+// subject's), with the smallest and largest of those ratios and how many
+// there were. ok is false when no run pairs up with a non-zero
+// denominator.
+func PairedRatio(subject, baseline *Result, unit string, inverse bool) (mid, lo, hi float64, n int, ok bool) {
+	var ratios []float64
+	for _, sr := range subject.runs {
+		sv, ok1 := sr.metrics[unit]
+		if !ok1 {
+			continue
+		}
+		for _, br := range baseline.runs {
+			if br.key != sr.key {
+				continue
+			}
+			bv, ok2 := br.metrics[unit]
+			num, den := sv, bv
+			if inverse {
+				num, den = bv, sv
+			}
+			if ok2 && den != 0 {
+				ratios = append(ratios, num/den)
+			}
+			break
+		}
+	}
+	if len(ratios) == 0 {
+		return 0, 0, 0, 0, false
+	}
+	return median(ratios), slices.Min(ratios), slices.Max(ratios), len(ratios), true
 }
 
 // isRound reports whether a name element is round=<n>.

@@ -131,6 +131,43 @@ BenchmarkW/batch=1/round=0/impl=steadystate-2   10   300 ns/op   7 p50-us
 	}
 }
 
+// TestPairedRatio: a ratio against a peer is the median of the per-round
+// ratios, the sides of each round (and of each -count repetition of it)
+// paired by their round, whatever the order of the lines. Here the median
+// of the ratios (2) differs from the ratio of the medians (300/200).
+func TestPairedRatio(t *testing.T) {
+	out := "pkg: " + PkgCilium + `
+BenchmarkW/round=0/impl=steadystate-2   10   100 objects/sec
+BenchmarkW/round=0/impl=cilium-2        10   50 objects/sec
+BenchmarkW/round=1/impl=cilium-2        10   200 objects/sec
+BenchmarkW/round=1/impl=steadystate-2   10   300 objects/sec
+BenchmarkW/round=2/impl=steadystate-2   10   1000 objects/sec
+BenchmarkW/round=2/impl=cilium-2        10   250 objects/sec
+BenchmarkW/round=0/impl=steadystate-2   10   400 objects/sec
+BenchmarkW/round=0/impl=cilium-2        10   400 objects/sec
+BenchmarkW/round=1/impl=steadystate-2   10   700 objects/sec
+BenchmarkW/round=9/impl=steadystate-2   10   1 objects/sec
+`
+	s, err := Parse(strings.NewReader(out), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subj, base := s.Find(PkgCilium, "BenchmarkW", "steadystate"), s.Find(PkgCilium, "BenchmarkW", "cilium")
+	// Pairs: 100/50, 300/200, 1000/250, 400/400; the second round=1 and
+	// the round=9 of steadystate have no cilium side.
+	mid, lo, hi, n, ok := PairedRatio(subj, base, "objects/sec", false)
+	if !ok || n != 4 || mid != 1.75 || lo != 1 || hi != 4 {
+		t.Fatalf("PairedRatio = %v, %v, %v, %d, %v; want 1.75, 1, 4, 4, true", mid, lo, hi, n, ok)
+	}
+	// Inverse: 0.25, 0.5, 0.67, 1.
+	if mid, _, _, _, _ := PairedRatio(subj, base, "objects/sec", true); math.Abs(mid-(0.5+2.0/3)/2) > 1e-12 {
+		t.Errorf("inverse PairedRatio = %v", mid)
+	}
+	if _, _, _, _, ok := PairedRatio(subj, base, "ns/op", false); ok {
+		t.Error("PairedRatio of a unit neither side reports")
+	}
+}
+
 func TestParseLine(t *testing.T) {
 	tests := []struct {
 		line string
@@ -160,20 +197,20 @@ func TestParseLine(t *testing.T) {
 }
 
 func TestSplitName(t *testing.T) {
-	tests := []struct{ name, group, impl string }{
-		{"BenchmarkLookup/impl=memdb", "BenchmarkLookup", "memdb"},
-		{"BenchmarkWriteTxn/batch=100/impl=statedb", "BenchmarkWriteTxn/batch=100", "statedb"},
-		{"BenchmarkX/impl=a/size=3", "BenchmarkX/size=3", "a"},
-		{"BenchmarkReadTxn", "BenchmarkReadTxn", ""},
-		{"BenchmarkX/batch=1/round=2/impl=cilium", "BenchmarkX/batch=1", "cilium"},
-		{"BenchmarkX/round=0", "BenchmarkX", ""},
-		{"BenchmarkX/round=/impl=a", "BenchmarkX/round=", "a"},   // not a round
-		{"BenchmarkX/round=x/impl=a", "BenchmarkX/round=x", "a"}, // not a round
+	tests := []struct{ name, group, impl, round string }{
+		{"BenchmarkLookup/impl=memdb", "BenchmarkLookup", "memdb", ""},
+		{"BenchmarkWriteTxn/batch=100/impl=statedb", "BenchmarkWriteTxn/batch=100", "statedb", ""},
+		{"BenchmarkX/impl=a/size=3", "BenchmarkX/size=3", "a", ""},
+		{"BenchmarkReadTxn", "BenchmarkReadTxn", "", ""},
+		{"BenchmarkX/batch=1/round=2/impl=cilium", "BenchmarkX/batch=1", "cilium", "2"},
+		{"BenchmarkX/round=0", "BenchmarkX", "", "0"},
+		{"BenchmarkX/round=/impl=a", "BenchmarkX/round=", "a", ""},   // not a round
+		{"BenchmarkX/round=x/impl=a", "BenchmarkX/round=x", "a", ""}, // not a round
 	}
 	for _, tt := range tests {
-		g, i := splitName(tt.name)
-		if g != tt.group || i != tt.impl {
-			t.Errorf("splitName(%q) = %q, %q; want %q, %q", tt.name, g, i, tt.group, tt.impl)
+		g, i, r := splitName(tt.name)
+		if g != tt.group || i != tt.impl || r != tt.round {
+			t.Errorf("splitName(%q) = %q, %q, %q; want %q, %q, %q", tt.name, g, i, r, tt.group, tt.impl, tt.round)
 		}
 	}
 }
@@ -263,6 +300,7 @@ func FuzzParse(f *testing.F) {
 			ReconcileTable(s)
 			PropagationTable(s)
 			PeerTable(s, PkgCilium, "cilium")
+			FloorTable(s)
 			MachineTable(s)
 			for _, c := range Charts(s) {
 				for _, l := range c.Lines {

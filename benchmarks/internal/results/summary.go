@@ -208,14 +208,14 @@ func ScalingTables(s *Set) []Table {
 func ReconcileTable(s *Set) (Table, bool) {
 	t := Table{
 		Title:  "reconciler end to end (insert in batches of 1000, no-op target, until all Done)",
-		Header: []string{"objects", "objects/sec", "ns/object", "heap in use MB", "heap B/object"},
+		Header: []string{"objects", "reconciler", "objects/sec", "ns/object", "heap in use MB", "heap B/object"},
 	}
 	for _, r := range s.Results {
 		n, ok := sizeOf(r, PkgScaling, "BenchmarkReconcile")
 		if !ok {
 			continue
 		}
-		t.Rows = append(t.Rows, []string{SizeLabel(n), metricCell(r, "objects/sec"),
+		t.Rows = append(t.Rows, []string{SizeLabel(n), LineName(s, r.Impl), metricCell(r, "objects/sec"),
 			metricCell(r, "ns/object"), metricCell(r, "heap-MB"), metricCell(r, "heap-B/object")})
 	}
 	return t, len(t.Rows) > 0

@@ -43,11 +43,13 @@ func TestWriteMarkdown(t *testing.T) {
 }
 
 // scalingSample is go test output of benchmarks/scaling, shortened.
-const scalingSample = `pkg: github.com/steadystate/steadystate/benchmarks/scaling
+const scalingSample = `cilium-statedb: v0.9.4
+pkg: github.com/steadystate/steadystate/benchmarks/scaling
 BenchmarkInsert/objects=1000/impl=statedb-2     1000  600000 ns/op  600 ns/object  1666666 objects/sec
 BenchmarkInsert/objects=1000/impl=memdb-2       1000  900000 ns/op  900 ns/object  1111111 objects/sec
 BenchmarkInsert/objects=10000/impl=statedb-2     100 8000000 ns/op  800 ns/object  1250000 objects/sec
-BenchmarkReconcile/objects=10000-2   30  40000000 ns/op  4000 ns/object  250000 objects/sec  5.3 heap-MB  560 heap-B/object
+BenchmarkReconcile/objects=10000/impl=steadystate-2   30  40000000 ns/op  4000 ns/object  250000 objects/sec  5.3 heap-MB  560 heap-B/object
+BenchmarkReconcile/objects=10000/impl=cilium-lean-2   30  40000000 ns/op  5000 ns/object  200000 objects/sec  6.3 heap-MB  660 heap-B/object
 BenchmarkPropagation/load=heavy-2   100  4000000 ns/op  3000 p50-us  20000 p90-us  90000 p99-us  250 objects/sec  400000 load-objects/sec
 `
 
@@ -60,11 +62,11 @@ func TestSummaryTables(t *testing.T) {
 	if len(charts) != 3 || charts[0].File != "insert.svg" || len(charts[0].Lines) != 2 {
 		t.Fatalf("Charts = %+v", charts)
 	}
-	if got := charts[0].Lines[0]; got.Name != "statedb" || len(got.Points) != 2 || got.Points[1] != (Point{10000, 800}) {
-		t.Errorf("statedb insert line = %+v", got)
+	if got := charts[0].Lines[0]; got.Name != "steadystate" || len(got.Points) != 2 || got.Points[1] != (Point{10000, 800}) {
+		t.Errorf("steadystate insert line = %+v", got)
 	}
-	if got := charts[1].Lines[0].Name; got != "reconciler" {
-		t.Errorf("reconcile line name = %q", got)
+	if got := charts[1].Lines; len(got) != 2 || got[0].Name != "steadystate" || got[1].Name != "cilium/statedb v0.9.4 (lean)" {
+		t.Errorf("reconcile lines = %+v", got)
 	}
 
 	var text bytes.Buffer
@@ -108,8 +110,8 @@ func hasLine(text string, want []string) bool {
 	return false
 }
 
-// pairSample is go test output of benchmarks/cilium, shortened: three
-// rounds of two pairs.
+// pairSample is go test output of benchmarks/cilium, shortened: five
+// rounds of three benchmarks, one of them with two cilium sides.
 const pairSample = `pkg: github.com/steadystate/steadystate/benchmarks/cilium
 BenchmarkDerive/load=heavy/round=0/impl=steadystate-2   100  4000000 ns/op  3000 p50-us  20000 p90-us  90000 p99-us  250 objects/sec  400000 load-objects/sec
 BenchmarkDerive/load=heavy/round=0/impl=cilium-2        100  4000000 ns/op  6000 p50-us  10000 p90-us  90000 p99-us  200 objects/sec  200000 load-objects/sec
@@ -117,12 +119,35 @@ BenchmarkDerive/load=heavy/round=1/impl=cilium-2        100  4000000 ns/op  6000
 BenchmarkDerive/load=heavy/round=1/impl=steadystate-2   100  4000000 ns/op  3000 p50-us  20000 p90-us  90000 p99-us  250 objects/sec  400000 load-objects/sec
 BenchmarkDerive/load=heavy/round=2/impl=steadystate-2   100  4000000 ns/op  3000 p50-us  20000 p90-us  90000 p99-us  250 objects/sec  400000 load-objects/sec
 BenchmarkDerive/load=heavy/round=2/impl=cilium-2        100  4000000 ns/op  6000 p50-us  10000 p90-us  90000 p99-us  200 objects/sec  200000 load-objects/sec
+BenchmarkDerive/load=heavy/round=3/impl=cilium-2        100  4000000 ns/op  6000 p50-us  10000 p90-us  90000 p99-us  200 objects/sec  200000 load-objects/sec
+BenchmarkDerive/load=heavy/round=3/impl=steadystate-2   100  4000000 ns/op  3000 p50-us  20000 p90-us  90000 p99-us  250 objects/sec  400000 load-objects/sec
+BenchmarkDerive/load=heavy/round=4/impl=steadystate-2   100  4000000 ns/op  3000 p50-us  20000 p90-us  90000 p99-us  250 objects/sec  400000 load-objects/sec
+BenchmarkDerive/load=heavy/round=4/impl=cilium-2        100  4000000 ns/op  6000 p50-us  10000 p90-us  90000 p99-us  200 objects/sec  200000 load-objects/sec
 BenchmarkAlternate/round=0/impl=steadystate-2   1000  9000 ns/op  1100000 objects/sec  0 retained-B/txn
 BenchmarkAlternate/round=0/impl=cilium-2        1000  9000 ns/op  1000000 objects/sec  20 retained-B/txn
 BenchmarkAlternate/round=1/impl=cilium-2        1000  9000 ns/op  1000000 objects/sec  20 retained-B/txn
 BenchmarkAlternate/round=1/impl=steadystate-2   1000  9000 ns/op  1100000 objects/sec  0 retained-B/txn
 BenchmarkAlternate/round=2/impl=steadystate-2   1000  9000 ns/op  1100000 objects/sec  0 retained-B/txn
 BenchmarkAlternate/round=2/impl=cilium-2        1000  9000 ns/op  1000000 objects/sec  20 retained-B/txn
+BenchmarkAlternate/round=3/impl=cilium-2        1000  9000 ns/op  1000000 objects/sec  20 retained-B/txn
+BenchmarkAlternate/round=3/impl=steadystate-2   1000  9000 ns/op  1100000 objects/sec  0 retained-B/txn
+BenchmarkAlternate/round=4/impl=steadystate-2   1000  9000 ns/op  1100000 objects/sec  0 retained-B/txn
+BenchmarkAlternate/round=4/impl=cilium-2        1000  9000 ns/op  1000000 objects/sec  20 retained-B/txn
+BenchmarkReconcile/objects=1000000/round=0/impl=steadystate-2   1  1000000000 ns/op  300000 objects/sec  100 heap-MB
+BenchmarkReconcile/objects=1000000/round=0/impl=cilium-2   1  1000000000 ns/op  100000 objects/sec  300 heap-MB
+BenchmarkReconcile/objects=1000000/round=0/impl=cilium-lean-2   1  1000000000 ns/op  200000 objects/sec  200 heap-MB
+BenchmarkReconcile/objects=1000000/round=1/impl=steadystate-2   1  1000000000 ns/op  300000 objects/sec  100 heap-MB
+BenchmarkReconcile/objects=1000000/round=1/impl=cilium-2   1  1000000000 ns/op  100000 objects/sec  300 heap-MB
+BenchmarkReconcile/objects=1000000/round=1/impl=cilium-lean-2   1  1000000000 ns/op  200000 objects/sec  200 heap-MB
+BenchmarkReconcile/objects=1000000/round=2/impl=steadystate-2   1  1000000000 ns/op  300000 objects/sec  100 heap-MB
+BenchmarkReconcile/objects=1000000/round=2/impl=cilium-2   1  1000000000 ns/op  100000 objects/sec  300 heap-MB
+BenchmarkReconcile/objects=1000000/round=2/impl=cilium-lean-2   1  1000000000 ns/op  200000 objects/sec  200 heap-MB
+BenchmarkReconcile/objects=1000000/round=3/impl=steadystate-2   1  1000000000 ns/op  300000 objects/sec  100 heap-MB
+BenchmarkReconcile/objects=1000000/round=3/impl=cilium-2   1  1000000000 ns/op  100000 objects/sec  300 heap-MB
+BenchmarkReconcile/objects=1000000/round=3/impl=cilium-lean-2   1  1000000000 ns/op  200000 objects/sec  200 heap-MB
+BenchmarkReconcile/objects=1000000/round=4/impl=steadystate-2   1  1000000000 ns/op  300000 objects/sec  100 heap-MB
+BenchmarkReconcile/objects=1000000/round=4/impl=cilium-2   1  1000000000 ns/op  100000 objects/sec  300 heap-MB
+BenchmarkReconcile/objects=1000000/round=4/impl=cilium-lean-2   1  1000000000 ns/op  200000 objects/sec  200 heap-MB
 BenchmarkOnlyOne/round=0/impl=steadystate-2     1000  9000 ns/op  1100000 objects/sec
 `
 
@@ -139,12 +164,15 @@ func TestPeerTable(t *testing.T) {
 	tbl.WriteText(&text)
 	for _, want := range [][]string{
 		{"steadystate vs cilium: benchmarks/cilium"},
-		{"latencies (p50/p90/p99 us) and heap-MB are peer / steadystate"},
-		{"BenchmarkDerive/load=heavy", "objects/sec", "250", "200", "1.25x", "3", ">= 0.95x"},
-		{"BenchmarkDerive/load=heavy", "load-objects/sec", "400.0k", "200.0k", "2.00x", "3", "-"},
-		{"BenchmarkDerive/load=heavy", "p50-us", "3000", "6000", "2.00x", "3", ">= 0.95x"},
-		{"BenchmarkDerive/load=heavy", "p90-us", "20.0k", "10.0k", "0.50x", "3", "-"},
-		{"BenchmarkAlternate", "retained-B/txn", "0", "20", "-", "3", "<= 16 B/txn"},
+		{"latencies (p50/p90/p99 us), heap-MB, B/op and allocs/op are peer / steadystate"},
+		{"BenchmarkDerive/load=heavy", "cilium", "objects/sec", "250", "200", "1.25x", "1.25-1.25", "5", ">= 1.20x"},
+		{"BenchmarkDerive/load=heavy", "cilium", "load-objects/sec", "400.0k", "200.0k", "2.00x", "5", "-"},
+		{"BenchmarkDerive/load=heavy", "cilium", "p50-us", "3000", "6000", "2.00x", "5", ">= 1.00x"},
+		{"BenchmarkDerive/load=heavy", "cilium", "p90-us", "20.0k", "10.0k", "0.50x", "5", ">= 1.00x"},
+		{"BenchmarkAlternate", "cilium", "retained-B/txn", "0", "20", "-", "5", "<= 16 B/txn"},
+		{"BenchmarkReconcile/objects=1000000", "cilium", "objects/sec", "300.0k", "100.0k", "3.00x", "5", ">= 1.20x"},
+		{"BenchmarkReconcile/objects=1000000", "cilium-lean", "objects/sec", "300.0k", "200.0k", "1.50x", "5", ">= 1.20x"},
+		{"BenchmarkReconcile/objects=1000000", "cilium-lean", "heap-MB", "100", "200", "2.00x", "5", ">= 1.20x"},
 	} {
 		if !hasLine(text.String(), want) {
 			t.Errorf("peer table lacks a line with %q:\n%s", want, text.String())
@@ -170,10 +198,11 @@ func TestEvaluateInverseAndRuns(t *testing.T) {
 		status Status
 		value  float64
 	}{
-		{Target{Subject: subj, Baseline: base, Metrics: []string{"p50-us"}, Inverse: true, Limit: 0.95, Unit: "x", MinRuns: 3}, Met, 2},
-		{Target{Subject: subj, Baseline: base, Metrics: []string{"p50-us"}, Limit: 0.95, Unit: "x"}, Missed, 0.5},
-		{Target{Subject: subj, Baseline: base, Metrics: []string{"p50-us"}, Inverse: true, Limit: 0.95, Unit: "x", MinRuns: 4}, Missing, 0},
+		{Target{Subject: subj, Baseline: base, Metrics: []string{"p50-us"}, Inverse: true, Limit: 1.2, Unit: "x", MinRuns: 5}, Met, 2},
+		{Target{Subject: subj, Baseline: base, Metrics: []string{"p50-us"}, Limit: 1.2, Unit: "x"}, Missed, 0.5},
+		{Target{Subject: subj, Baseline: base, Metrics: []string{"p50-us"}, Inverse: true, Limit: 1.2, Unit: "x", MinRuns: 6}, Missing, 0},
 		{Target{Subject: Ref{PkgCilium, "BenchmarkOnlyOne", "steadystate"}, Metrics: []string{"objects/sec"}, MinRuns: 3}, Missing, 0},
+		{Target{Subject: subj, Baseline: base, Metrics: []string{"B/op"}, AtMost: true, Limit: 1, Unit: "x"}, Missing, 0},
 	}
 	for i, tt := range tests {
 		o := Evaluate(s, []Target{tt.target})[0]
@@ -183,19 +212,37 @@ func TestEvaluateInverseAndRuns(t *testing.T) {
 	}
 }
 
-// TestCiliumTargets: every paired shape has a throughput target, every
-// latency shape a p50 one, each needing a median of 3 runs.
+// TestCiliumTargets: every paired shape has a throughput target against
+// every cilium side, at 1.2x, each needing the median of 5 rounds; the
+// latency, heap and cost targets are where the issue puts them.
 func TestCiliumTargets(t *testing.T) {
 	ts := CiliumTargets()
-	if len(ts) != len(ciliumShapes)+3+1 { // 3 latency shapes, 1 retained
-		t.Fatalf("%d targets", len(ts))
-	}
+	byName := map[string]Target{}
 	for _, tg := range ts {
-		if tg.MinRuns != 3 || tg.Subject.Pkg != PkgCilium || tg.Subject.Impl != "steadystate" {
+		if tg.MinRuns != 5 || tg.Subject.Pkg != PkgCilium || tg.Subject.Impl != "steadystate" {
 			t.Errorf("target %q: %+v", tg.Name, tg)
 		}
-		if tg.Baseline != nil && (tg.Limit != 0.95 || tg.Inverse != (tg.Metrics[0] == "p50-us")) {
-			t.Errorf("target %q: %+v", tg.Name, tg)
+		byName[tg.Name] = tg
+	}
+	for _, shape := range ciliumShapes {
+		name := strings.TrimPrefix(shape.group, "Benchmark")
+		tg, ok := byName["vs cilium: "+name+" objects/sec (steadystate/cilium)"]
+		if !ok || tg.Limit != 1.2 || tg.Inverse || tg.AtMost || tg.Baseline.Impl != "cilium" {
+			t.Errorf("%s: throughput target %+v", shape.group, tg)
+		}
+	}
+	for name, limit := range map[string]float64{
+		"vs cilium: PropagationDelay p50 latency (cilium/steadystate)":                    1.2,
+		"vs cilium: PropagationDelay p99 latency (cilium/steadystate)":                    1.2,
+		"vs cilium: PropagationDelay p90 latency (cilium/steadystate)":                    1.0,
+		"vs cilium: Derive/load=light p99 latency (cilium/steadystate)":                   1.0,
+		"vs cilium-lean: Reconcile/objects=1000000 objects/sec (steadystate/cilium-lean)": 1.2,
+		"vs cilium-lean: Reconcile/objects=1000000 heap in use (cilium-lean/steadystate)": 1.2,
+		"vs cilium: WriteTxn/batch=1 B/op (cilium/steadystate)":                           1,
+		"vs cilium: WriteTxn/batch=1 allocs/op (cilium/steadystate)":                      1,
+	} {
+		if tg, ok := byName[name]; !ok || tg.Limit != limit {
+			t.Errorf("target %q: %+v", name, tg)
 		}
 	}
 	if !slices.ContainsFunc(Targets, func(tg Target) bool { return tg.Name == ts[0].Name }) {

@@ -1,6 +1,7 @@
-// Package stores puts steadystate's statedb and its peers (go-memdb, the raw
-// go-immutable-radix/v2 tree, a plain Go map) behind one small interface, so
-// that every benchmark runs the same workload on each of them.
+// Package stores puts steadystate's statedb and its peers (cilium/statedb,
+// go-memdb, the raw go-immutable-radix/v2 tree, a plain Go map) behind one
+// small interface, so that every benchmark runs the same workload on each
+// of them.
 //
 // Each method is one transaction (or one snapshot), so the cost of the
 // interface call is spread over the objects it handles. Keys are encoded as
@@ -11,6 +12,8 @@ package stores
 import (
 	"fmt"
 
+	cstatedb "github.com/cilium/statedb"
+	cindex "github.com/cilium/statedb/index"
 	iradix "github.com/hashicorp/go-immutable-radix/v2"
 	memdb "github.com/hashicorp/go-memdb"
 
@@ -57,6 +60,7 @@ type Impl struct {
 // are reported.
 var Databases = []Impl{
 	{"statedb", NewStatedb},
+	{"cilium", NewCilium},
 	{"memdb", NewMemdb},
 	{"iradix", NewIradix},
 }
@@ -122,6 +126,82 @@ func (s *statedbStore) Lookup(ids []uint64) int {
 }
 
 func (s *statedbStore) Iterate() int {
+	n := 0
+	for range s.tbl.All(s.db.ReadTxn()) {
+		n++
+	}
+	return n
+}
+
+// --- cilium/statedb ---
+
+// TableHeader and TableRow make Object storable in cilium's tables (their
+// script commands print tables with them).
+func (o *Object) TableHeader() []string { return []string{"ID", "Name", "Value"} }
+func (o *Object) TableRow() []string {
+	return []string{fmt.Sprint(o.ID), o.Name, fmt.Sprint(o.Value)}
+}
+
+var (
+	ciIDIndex = cstatedb.Index[*Object, uint64]{
+		Name:       "id",
+		FromObject: func(o *Object) cindex.KeySet { return cindex.NewKeySet(cindex.Uint64(o.ID)) },
+		FromKey:    cindex.Uint64,
+		Unique:     true,
+	}
+	ciNameIndex = cstatedb.Index[*Object, string]{
+		Name:       "name",
+		FromObject: func(o *Object) cindex.KeySet { return cindex.NewKeySet(cindex.String(o.Name)) },
+		FromKey:    cindex.String,
+	}
+)
+
+type ciliumStore struct {
+	db  *cstatedb.DB
+	tbl cstatedb.RWTable[*Object]
+}
+
+// NewCilium returns a cilium/statedb table with its default (no-op)
+// metrics. The database is not started: its graveyard worker has nothing
+// to do without deletes, and it would be a goroutine to stop.
+func NewCilium(secondary bool) (Database, error) {
+	db := cstatedb.New()
+	var idx []cstatedb.Indexer[*Object]
+	if secondary {
+		idx = append(idx, ciNameIndex)
+	}
+	tbl, err := cstatedb.NewTable(db, "objects", ciIDIndex, idx...)
+	if err != nil {
+		return nil, err
+	}
+	return &ciliumStore{db: db, tbl: tbl}, nil
+}
+
+func (s *ciliumStore) insert(objs []*Object) cstatedb.WriteTxn {
+	wtxn := s.db.WriteTxn(s.tbl)
+	for _, o := range objs {
+		if _, _, err := s.tbl.Insert(wtxn, o); err != nil {
+			panic(err)
+		}
+	}
+	return wtxn
+}
+
+func (s *ciliumStore) Write(objs []*Object)       { s.insert(objs).Commit() }
+func (s *ciliumStore) InsertAbort(objs []*Object) { s.insert(objs).Abort() }
+
+func (s *ciliumStore) Lookup(ids []uint64) int {
+	txn := s.db.ReadTxn()
+	n := 0
+	for _, id := range ids {
+		if _, _, ok := s.tbl.Get(txn, ciIDIndex.Query(id)); ok {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *ciliumStore) Iterate() int {
 	n := 0
 	for range s.tbl.All(s.db.ReadTxn()) {
 		n++

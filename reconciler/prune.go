@@ -24,7 +24,7 @@ type pruneState struct {
 // remove what that operation is about to write): it waits for the
 // operation to return.
 func (r *reconciler[Obj]) pruneStep(ctx context.Context) <-chan struct{} {
-	f := &r.full
+	f := &r.pruning
 	if !f.requested || time.Now().Before(f.retryAt) || r.exec.numStuck() > 0 {
 		return nil
 	}
@@ -48,9 +48,9 @@ func (r *reconciler[Obj]) pruneStep(ctx context.Context) <-chan struct{} {
 			f.err = fmt.Errorf("prune: %w", out.err)
 		}
 		f.requested = true
-		f.retryAt = time.Now().Add(backoff(f.attempts, r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax))
+		f.retryAt = time.Now().Add(retryWait(f.attempts, r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax))
 		r.cfg.Logger.Warn("Prune failed", "error", out.err, "attempt", f.attempts)
-		r.cfg.Metrics.FullReconciliationDone(r.cfg.Name, r.tableName, time.Since(start), f.err)
+		r.cfg.Metrics.PruneRoundDone(r.cfg.Name, r.tableName, time.Since(start), f.err)
 		return nil
 	}
 	f.attempts, f.err, f.retryAt = 0, nil, time.Time{}
@@ -58,10 +58,17 @@ func (r *reconciler[Obj]) pruneStep(ctx context.Context) <-chan struct{} {
 	// after its backoff: what made them fail (a conflict, a missing
 	// device) may have been fixed by hand meanwhile.
 	r.retries.expedite(time.Now())
-	if len(out.plan) > 0 {
-		r.cfg.Logger.Info("Pruned leftovers", "count", len(out.plan), "changes", out.plan.String())
-		r.cfg.Metrics.Pruned(r.cfg.Name, r.tableName, len(out.plan))
+	// What the prune removed are leftovers; what it put back (a desired
+	// rule deleted by hand, say) is drift repaired.
+	leftovers, repairs := splitPrunePlan(out.plan)
+	if len(leftovers) > 0 {
+		r.cfg.Logger.Info("Pruned leftovers", "count", len(leftovers), "changes", leftovers.String())
+		r.cfg.Metrics.Pruned(r.cfg.Name, r.tableName, len(leftovers))
 	}
-	r.cfg.Metrics.FullReconciliationDone(r.cfg.Name, r.tableName, time.Since(start), nil)
+	now := time.Now()
+	for _, c := range repairs {
+		r.recordRepair(Repair{Object: c.Object, Changes: Plan{c}, FoundBy: FoundByPrune, At: now})
+	}
+	r.cfg.Metrics.PruneRoundDone(r.cfg.Name, r.tableName, time.Since(start), nil)
 	return nil
 }

@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/steadystate/steadystate/examples/internal/netnsutil"
+	"github.com/steadystate/steadystate/examples/netnsutil"
 )
 
 // EnvRequireRoot is the environment variable that, set to "1" (as in CI),
