@@ -124,13 +124,16 @@ func ResumeRollout(ctx context.Context, c *clientv3.Client, l Layout, opts Resum
 	if err != nil {
 		return nil, err
 	}
-	d, err := startDriver(ctx, c, l, r, func(lease clientv3.LeaseID, info string) (*clientv3.TxnResponse, error) {
+	d, claimed, err := startDriver(ctx, c, l, r, put, func(lease clientv3.LeaseID, info string) (*clientv3.TxnResponse, error) {
 		return c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(l.RolloutActive()), "=", active[0].ModRevision),
 			clientv3.Compare(clientv3.CreateRevision(l.RolloutDriver()), "=", 0)).
 			Then(clientv3.OpPut(l.RolloutActive(), string(put)), clientv3.OpPut(l.RolloutDriver(), info, clientv3.WithLease(lease))).Commit()
 	})
 	if errors.Is(err, errClaimFailed) {
 		return nil, fmt.Errorf("resume: %w: rollout %s was taken over or finished meanwhile", ErrRolloutDriven, r.ID)
+	}
+	if claimed == claimCommitted && err != nil {
+		return nil, fmt.Errorf("resume: rollout %s taken over, then paused again at once: %w", r.ID, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("resume: %w", err)
@@ -208,23 +211,45 @@ func abortUnreadable(ctx context.Context, c *clientv3.Client, l Layout, mod int6
 			why, perr, strings.Join(tables, ", "))}
 	ops := []clientv3.Op{clientv3.OpDelete(l.RolloutActive()), clientv3.OpDelete(l.RolloutDriver())}
 	for _, table := range tables {
+		// Every node whose pin goes must read its table's state anew,
+		// past the pins: the current key is rewritten, or, where there is
+		// none (a node would read nothing newer and stay "applied" at the
+		// pinned state), an empty generation is put in force.
 		cur, err := c.Get(ctx, l.Current(table, ScopeAll))
 		if err != nil {
 			return Rollout{}, fmt.Errorf("abort: %w", err)
 		}
+		gen := ""
 		if len(cur.Kvs) > 0 {
-			ops = append(ops, clientv3.OpPut(l.Current(table, ScopeAll), string(cur.Kvs[0].Value)))
+			gen = string(cur.Kvs[0].Value)
+		} else if gen, err = nextGeneration(ctx, c, l, table, ScopeAll); err != nil {
+			return Rollout{}, fmt.Errorf("abort: %w", err)
 		}
+		ops = append(ops, clientv3.OpPut(l.Current(table, ScopeAll), gen))
 	}
 	for _, table := range tables {
 		ops = append(ops, clientv3.OpDelete(l.PinPrefix(table), clientv3.WithPrefix()))
 	}
+	id := fmt.Sprintf("unreadable-%d", mod)
+	trim, err := historyTrim(ctx, c, l, id)
+	if err != nil {
+		return Rollout{}, fmt.Errorf("abort: %w", err)
+	}
 	b, _ := json.Marshal(r)
-	ops = append(ops, clientv3.OpPut(l.RolloutHistory()+fmt.Sprintf("unreadable-%d", mod), string(b)))
+	proof := kvPut{l.RolloutHistory() + id, string(b)}
+	ops = append(append(ops, clientv3.OpPut(proof.key, proof.value)), trim...)
+	s := &etcdStore{c: c, l: l, version: mod}
 	tr, err := c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(l.RolloutActive()), "=", mod)).Then(ops...).Commit()
 	switch {
 	case err != nil:
-		return Rollout{}, fmt.Errorf("abort: %w", err)
+		// The answer was lost: the history entry says whether it
+		// committed.
+		rev, ok := s.committed(ctx, proof)
+		if !ok {
+			return Rollout{}, fmt.Errorf("abort: %w", err)
+		}
+		r.Revision = rev
+		return r, nil
 	case !tr.Succeeded:
 		return Rollout{}, fmt.Errorf("abort: %w: %s changed meanwhile; read it again", ErrConflict, l.RolloutActive())
 	}

@@ -99,13 +99,20 @@ func TestRolloutPauseResumeAbort(t *testing.T) {
 	}
 }
 
-// txnHook runs between once, after the client's n-th transaction.
+// txnHook runs between once, after the client's n-th transaction. With
+// lose, it asks of each transaction's operations whether to lose its
+// answer: the caller gets errLostAnswer instead, after the transaction
+// committed (commit) or without sending it, and calls lost, if set.
 type txnHook struct {
 	clientv3.KV
 	mu      sync.Mutex
 	n       int
 	between func()
+	lose    func(ops []clientv3.Op) (lost, commit bool)
+	lost    func()
 }
+
+var errLostAnswer = errors.New("test: the answer was lost")
 
 func (k *txnHook) Txn(ctx context.Context) clientv3.Txn {
 	return &hookTxn{Txn: k.KV.Txn(ctx), k: k}
@@ -113,13 +120,31 @@ func (k *txnHook) Txn(ctx context.Context) clientv3.Txn {
 
 type hookTxn struct {
 	clientv3.Txn
-	k *txnHook
+	k   *txnHook
+	ops []clientv3.Op
 }
 
-func (t *hookTxn) If(cs ...clientv3.Cmp) clientv3.Txn   { t.Txn = t.Txn.If(cs...); return t }
-func (t *hookTxn) Then(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Then(ops...); return t }
+func (t *hookTxn) If(cs ...clientv3.Cmp) clientv3.Txn { t.Txn = t.Txn.If(cs...); return t }
+func (t *hookTxn) Then(ops ...clientv3.Op) clientv3.Txn {
+	t.Txn, t.ops = t.Txn.Then(ops...), append(t.ops, ops...)
+	return t
+}
 func (t *hookTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(ops...); return t }
 func (t *hookTxn) Commit() (*clientv3.TxnResponse, error) {
+	if t.k.lose != nil {
+		t.k.mu.Lock()
+		lost, commit := t.k.lose(t.ops)
+		t.k.mu.Unlock()
+		if lost {
+			if commit {
+				t.Txn.Commit()
+			}
+			if t.k.lost != nil {
+				t.k.lost()
+			}
+			return nil, errLostAnswer
+		}
+	}
 	resp, err := t.Txn.Commit()
 	t.k.mu.Lock()
 	t.k.n--
@@ -330,5 +355,24 @@ func TestRolloutHistoryKept(t *testing.T) {
 		if want := fmt.Sprintf("r%012d", n-etcd.RolloutHistoryKept+i+1); r.ID != want || r.Reason != "aborted: "+strconv.Itoa(n-etcd.RolloutHistoryKept+i) {
 			t.Fatalf("history[%d]: %s (%s), want %s", i, r.ID, r.Reason, want)
 		}
+	}
+}
+
+// loseOnce loses, once, the answer of the first transaction that puts
+// key (or deletes it, with del), after it committed (commit) or without
+// sending it.
+func loseOnce(key string, del, commit bool) func([]clientv3.Op) (bool, bool) {
+	done := false
+	return func(ops []clientv3.Op) (bool, bool) {
+		if done {
+			return false, false
+		}
+		for _, op := range ops {
+			if string(op.KeyBytes()) == key && ((del && op.IsDelete()) || (!del && op.IsPut())) {
+				done = true
+				return true, commit
+			}
+		}
+		return false, false
 	}
 }

@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -132,6 +133,33 @@ func (s *stagedRollout) drop(ctx context.Context) {
 	for _, g := range s.staged {
 		s.c.Delete(cctx, stagedPrefix(s.l, g.Table, g.New), clientv3.WithPrefix())
 	}
+}
+
+// referenced tells whether the rollout under way (as read now) names
+// what was staged, or might: a state that does not parse, or etcd that
+// does not answer, might.
+func (s *stagedRollout) referenced(ctx context.Context) bool {
+	cctx, cancel := cleanupCtx(ctx)
+	defer cancel()
+	resp, err := s.c.Get(cctx, s.l.RolloutActive())
+	if err != nil {
+		return true
+	}
+	if len(resp.Kvs) == 0 {
+		return false
+	}
+	var r Rollout
+	if json.Unmarshal(resp.Kvs[0].Value, &r) != nil {
+		return true
+	}
+	for _, g := range s.staged {
+		for _, t := range r.Tables {
+			if t.Table == g.Table && (t.New == g.New || t.Old == g.New) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // stagedPrefix is the prefix of a rollout's generation or delta.

@@ -110,51 +110,106 @@ func StartRollout(ctx context.Context, c *clientv3.Client, l Layout, spec Rollou
 		staged.drop(ctx)
 		return nil, fmt.Errorf("rollout not started: %w", err)
 	}
-	d, err := startDriver(ctx, c, l, r, func(lease clientv3.LeaseID, info string) (*clientv3.TxnResponse, error) {
-		put, _ := json.Marshal(r)
+	put, err := json.Marshal(r)
+	if err != nil {
+		staged.drop(ctx)
+		return nil, fmt.Errorf("rollout not started: %w", err)
+	}
+	d, claimed, err := startDriver(ctx, c, l, r, put, func(lease clientv3.LeaseID, info string) (*clientv3.TxnResponse, error) {
 		guard := append(read.guard, clientv3.Compare(clientv3.ModRevision(l.RolloutCounter()), "=", counterMod))
 		ops = append(ops, clientv3.OpPut(l.RolloutActive(), string(put)), clientv3.OpPut(l.RolloutDriver(), info, clientv3.WithLease(lease)),
 			clientv3.OpPut(l.RolloutCounter(), r.ID), clientv3.OpPut(l.VersionKey(), strconv.Itoa(LayoutVersion)))
 		return c.Txn(ctx).If(guard...).Then(ops...).Commit()
 	})
-	if err != nil {
-		staged.drop(ctx)
-		if errors.Is(err, errClaimFailed) {
-			err = startRefused(ctx, c, l, read.rev)
-		}
-		return nil, fmt.Errorf("rollout not started: %w", err)
+	switch {
+	case err == nil:
+		d.progress = spec.Progress
+		return d, nil
+	case claimed == claimCommitted:
+		// The rollout is in etcd and names what was staged: it stays,
+		// paused (the lease is revoked), for resume or abort.
+		return nil, fmt.Errorf("rollout %s started, then paused at once: %w (`fleet rollout resume` continues it, `fleet rollout abort` rolls it back)", r.ID, err)
+	case claimed == claimUnknown || staged.referenced(ctx):
+		return nil, fmt.Errorf("rollout %s not known to have started: %w (`fleet rollout status` says; its staged generations stay while a rollout may name them)", r.ID, err)
 	}
-	d.progress = spec.Progress
-	return d, nil
+	staged.drop(ctx)
+	if errors.Is(err, errClaimFailed) {
+		err = startRefused(ctx, c, l, read.rev)
+	}
+	return nil, fmt.Errorf("rollout not started: %w", err)
 }
 
 // errClaimFailed: the transaction that claims a rollout did not succeed.
 var errClaimFailed = errors.New("claim failed")
 
+// What became of a claim transaction, as startDriver knows it.
+type claimOutcome int
+
+const (
+	claimNotCommitted claimOutcome = iota // refused, or never sent
+	claimCommitted                        // in etcd, even if startDriver failed after it
+	claimUnknown                          // its answer was lost and etcd could not be read
+)
+
 // startDriver grants the driver's lease and claims the rollout with
-// claim's transaction (given the lease and the driver key's value); a
-// claim that does not succeed is errClaimFailed.
-func startDriver(ctx context.Context, c *clientv3.Client, l Layout, r *Rollout,
-	claim func(clientv3.LeaseID, string) (*clientv3.TxnResponse, error)) (*RolloutDriver, error) {
+// claim's transaction (given the lease and the driver key's value), which
+// puts put as the rollout's state; a claim that does not succeed is
+// errClaimFailed. When the claim's answer is lost (a timeout, a member
+// gone, ctx ended), it reads whether the claim committed: the driver key
+// under its lease, or the rollout's state as put, then it did, and the
+// driver goes on. It says what became of the claim: a caller must keep
+// what a committed (or unknown) claim names.
+func startDriver(ctx context.Context, c *clientv3.Client, l Layout, r *Rollout, put []byte,
+	claim func(clientv3.LeaseID, string) (*clientv3.TxnResponse, error)) (*RolloutDriver, claimOutcome, error) {
 	lease, err := c.Grant(ctx, leaseSeconds(RolloutLeaseTTL))
 	if err != nil {
-		return nil, fmt.Errorf("granting the driver's lease: %w", err)
+		return nil, claimNotCommitted, fmt.Errorf("granting the driver's lease: %w", err)
 	}
 	info, _ := json.Marshal(RolloutDriverInfo{Driver: r.Driver, Rollout: r.ID, Since: time.Now().UTC()})
+	var version int64
 	tr, err := claim(lease.ID, string(info))
-	if err == nil && !tr.Succeeded {
-		err = errClaimFailed
-	}
-	if err != nil {
+	switch {
+	case err == nil && !tr.Succeeded:
 		revokeSoon(ctx, c, lease.ID)
-		return nil, err
+		return nil, claimNotCommitted, errClaimFailed
+	case err == nil:
+		version = tr.Header.Revision
+	default:
+		mod, outcome := claimCommittedAt(ctx, c, l, lease.ID, put)
+		if outcome != claimCommitted || ctx.Err() != nil {
+			revokeSoon(ctx, c, lease.ID)
+			return nil, outcome, err
+		}
+		version = mod
 	}
-	s := &etcdStore{c: c, l: l, lease: lease.ID, version: tr.Header.Revision}
+	s := &etcdStore{c: c, l: l, lease: lease.ID, version: version}
 	if err := s.keepAlive(ctx); err != nil {
 		revokeSoon(ctx, c, lease.ID)
-		return nil, err
+		return nil, claimCommitted, err
 	}
-	return &RolloutDriver{store: s, r: r}, nil
+	return &RolloutDriver{store: s, r: r}, claimCommitted, nil
+}
+
+// claimCommittedAt tells, after a claim's answer was lost, whether it
+// committed: the driver key is under its lease (no other write puts it
+// there), or the rollout's state is byte for byte the one it put; then
+// also the active key's ModRevision.
+func claimCommittedAt(ctx context.Context, c *clientv3.Client, l Layout, lease clientv3.LeaseID, put []byte) (int64, claimOutcome) {
+	cctx, cancel := cleanupCtx(ctx)
+	defer cancel()
+	resp, err := c.Txn(cctx).Then(clientv3.OpGet(l.RolloutActive()), clientv3.OpGet(l.RolloutDriver())).Commit()
+	if err != nil {
+		return 0, claimUnknown
+	}
+	active, driver := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
+	ours := len(active) == 1 && string(active[0].Value) == string(put)
+	if len(driver) == 1 && clientv3.LeaseID(driver[0].Lease) == lease {
+		ours = len(active) == 1
+	}
+	if !ours {
+		return 0, claimNotCommitted
+	}
+	return active[0].ModRevision, claimCommitted
 }
 
 // startRefused says why a start transaction failed after the read at rev:

@@ -89,19 +89,50 @@ func (s *etcdStore) guard() []clientv3.Cmp {
 }
 
 // commit runs ops under the guard; a guard that fails is ErrRolloutLost,
-// with what became of the rollout.
-func (s *etcdStore) commit(ctx context.Context, r *Rollout, ops ...clientv3.Op) (int64, error) {
+// with what became of the rollout. Among ops, the put of proof (a key and
+// the value put) tells whether the transaction committed when its answer
+// is lost (a timeout, a member gone, ctx ended): a committed write is a
+// success.
+func (s *etcdStore) commit(ctx context.Context, r *Rollout, proof kvPut, ops ...clientv3.Op) (int64, error) {
 	tr, err := s.c.Txn(ctx).If(s.guard()...).Then(ops...).Commit()
-	if err != nil {
-		return 0, fmt.Errorf("writing rollout %s: %w", r.ID, err)
-	}
-	if !tr.Succeeded {
+	var rev int64
+	switch {
+	case err == nil && !tr.Succeeded:
 		return 0, s.lost(ctx, r)
+	case err == nil:
+		rev = tr.Header.Revision
+	default:
+		var ok bool
+		if rev, ok = s.committed(ctx, proof); !ok {
+			return 0, fmt.Errorf("writing rollout %s: %w", r.ID, err)
+		}
 	}
 	s.mu.Lock()
-	s.version = tr.Header.Revision
+	s.version = rev
 	s.mu.Unlock()
-	return tr.Header.Revision, nil
+	return rev, nil
+}
+
+// kvPut is a key and the value a transaction puts there.
+type kvPut struct{ key, value string }
+
+// committed tells, after a write's answer was lost, whether it committed:
+// proof's key holds its value, written after the store's last known
+// write; then also at which revision (the key's ModRevision: the
+// transaction's).
+func (s *etcdStore) committed(ctx context.Context, proof kvPut) (int64, bool) {
+	cctx, cancel := cleanupCtx(ctx)
+	defer cancel()
+	resp, err := s.c.Get(cctx, proof.key)
+	if err != nil || len(resp.Kvs) == 0 || string(resp.Kvs[0].Value) != proof.value {
+		return 0, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if resp.Kvs[0].ModRevision <= s.version {
+		return 0, false // the value of an earlier write
+	}
+	return resp.Kvs[0].ModRevision, true
 }
 
 // lost says why the driver no longer holds rollout r.
@@ -131,27 +162,27 @@ func driverName(v []byte) string {
 	return fmt.Sprintf("%s (since %s)", info.Driver, info.Since.Format("15:04:05"))
 }
 
-func (s *etcdStore) putRollout(r *Rollout) (clientv3.Op, error) {
+func (s *etcdStore) putRollout(r *Rollout) (clientv3.Op, kvPut, error) {
 	b, err := json.Marshal(r)
 	if err != nil {
-		return clientv3.Op{}, err
+		return clientv3.Op{}, kvPut{}, err
 	}
-	return clientv3.OpPut(s.l.RolloutActive(), string(b)), nil
+	return clientv3.OpPut(s.l.RolloutActive(), string(b)), kvPut{s.l.RolloutActive(), string(b)}, nil
 }
 
 func (s *etcdStore) save(ctx context.Context, r *Rollout) error {
-	put, err := s.putRollout(r)
+	put, proof, err := s.putRollout(r)
 	if err != nil {
 		return err
 	}
-	_, err = s.commit(ctx, r, put)
+	_, err = s.commit(ctx, r, proof, put)
 	return err
 }
 
 func (s *etcdStore) pinBatch(r *Rollout) int { return max((maxTxnOps-1)/len(r.Tables), 1) }
 
 func (s *etcdStore) switchNodes(ctx context.Context, r *Rollout, nodes []string) error {
-	put, err := s.putRollout(r)
+	put, proof, err := s.putRollout(r)
 	if err != nil {
 		return err
 	}
@@ -161,7 +192,7 @@ func (s *etcdStore) switchNodes(ctx context.Context, r *Rollout, nodes []string)
 			ops = append(ops, clientv3.OpPut(s.l.Pin(t.Table, node), t.New))
 		}
 	}
-	_, err = s.commit(ctx, r, ops...)
+	_, err = s.commit(ctx, r, proof, ops...)
 	return err
 }
 
@@ -226,11 +257,11 @@ func (s *etcdStore) finish(ctx context.Context, r *Rollout) (int64, error) {
 	if r.Result != RolloutCompleted && r.Result != RolloutRolledBack {
 		return 0, fmt.Errorf("finishing rollout %s: result %q", r.ID, r.Result)
 	}
-	ops, err := s.finishOps(ctx, r)
+	ops, proof, err := s.finishOps(ctx, r)
 	if err != nil {
 		return 0, err
 	}
-	rev, err := s.commit(ctx, r, ops...)
+	rev, err := s.commit(ctx, r, proof, ops...)
 	if err != nil {
 		return 0, err
 	}
@@ -259,16 +290,16 @@ func (s *etcdStore) finish(ctx context.Context, r *Rollout) (int64, error) {
 // and driver keys deleted. A node's watch reads them in this order: a
 // node pinned to a generation that stays in force, or to a delta written
 // into it, sees no change of state, and a node whose pin goes reads the
-// generation in force as of the transaction.
-func (s *etcdStore) finishOps(ctx context.Context, r *Rollout) ([]clientv3.Op, error) {
-	hist, err := s.c.Get(ctx, s.l.RolloutHistory(), clientv3.WithPrefix(), clientv3.WithKeysOnly(),
-		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
-	if err != nil {
-		return nil, fmt.Errorf("reading the rollout history: %w", err)
-	}
+// generation in force as of the transaction. The put of r in the
+// history is returned too: it proves the transaction committed.
+func (s *etcdStore) finishOps(ctx context.Context, r *Rollout) ([]clientv3.Op, kvPut, error) {
 	b, err := json.Marshal(r)
 	if err != nil {
-		return nil, err
+		return nil, kvPut{}, err
+	}
+	hist, err := historyTrim(ctx, s.c, s.l, r.ID)
+	if err != nil {
+		return nil, kvPut{}, err
 	}
 	var ops []clientv3.Op
 	for _, t := range r.Tables {
@@ -277,7 +308,7 @@ func (s *etcdStore) finishOps(ctx context.Context, r *Rollout) ([]clientv3.Op, e
 		case r.Result == RolloutCompleted && isDelta(t.New):
 			delta, err := s.deltaOps(ctx, t)
 			if err != nil {
-				return nil, err
+				return nil, kvPut{}, err
 			}
 			ops = append(ops, delta...)
 		case r.Result == RolloutCompleted:
@@ -293,14 +324,28 @@ func (s *etcdStore) finishOps(ctx context.Context, r *Rollout) ([]clientv3.Op, e
 			ops = append(ops, clientv3.OpDelete(s.l.Delta(t.Table, t.New), clientv3.WithPrefix()))
 		}
 	}
-	ops = append(ops, clientv3.OpPut(s.l.RolloutHistory()+r.ID, string(b)),
+	proof := kvPut{s.l.RolloutHistory() + r.ID, string(b)}
+	ops = append(ops, clientv3.OpPut(proof.key, proof.value),
 		clientv3.OpDelete(s.l.RolloutActive()), clientv3.OpDelete(s.l.RolloutDriver()))
+	return append(ops, hist...), proof, nil
+}
+
+// historyTrim returns the deletes that keep the history at
+// RolloutHistoryKept once an entry named id is put: the oldest beyond it
+// (by creation), at most maxHistoryTrim at once.
+func historyTrim(ctx context.Context, c *clientv3.Client, l Layout, id string) ([]clientv3.Op, error) {
+	hist, err := c.Get(ctx, l.RolloutHistory(), clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		return nil, fmt.Errorf("reading the rollout history: %w", err)
+	}
 	keys := make([]string, 0, len(hist.Kvs))
 	for _, kv := range hist.Kvs {
-		if k := string(kv.Key); k != s.l.RolloutHistory()+r.ID {
+		if k := string(kv.Key); k != l.RolloutHistory()+id {
 			keys = append(keys, k)
 		}
 	}
+	var ops []clientv3.Op
 	for _, k := range keys[:min(max(len(keys)-(RolloutHistoryKept-1), 0), maxHistoryTrim)] {
 		ops = append(ops, clientv3.OpDelete(k))
 	}
