@@ -152,8 +152,10 @@ func ResumeRollout(ctx context.Context, c *clientv3.Client, l Layout, opts Resum
 //
 // A state that does not parse is rolled back with what etcd holds: every
 // pin under the prefix is removed (and the current keys of their tables
-// rewritten); its staged generations are left behind, named in the
-// history's reason. Errors: ErrNoRollout, ErrUnknownLayout, ErrConflict
+// rewritten; a table with none gets an empty generation in force, so that
+// every pinned node reads its state anew); its staged generations are
+// left behind, named in the history's reason. Either way the history
+// keeps its last RolloutHistoryKept entries. Errors: ErrNoRollout, ErrUnknownLayout, ErrConflict
 // (the rollout changed meanwhile: read it again), etcd's.
 func AbortRollout(ctx context.Context, c *clientv3.Client, l Layout, reason string) (Rollout, error) {
 	if c == nil {
@@ -193,7 +195,8 @@ func AbortRollout(ctx context.Context, c *clientv3.Client, l Layout, reason stri
 
 // abortUnreadable rolls back a rollout whose state does not parse: the
 // pins found under the prefix are removed and the current keys of their
-// tables rewritten, in one transaction guarded by the state as read.
+// tables rewritten (an empty generation where there is none), in one
+// transaction guarded by the state as read, which trims the history too.
 func abortUnreadable(ctx context.Context, c *clientv3.Client, l Layout, mod int64, why string, perr error) (Rollout, error) {
 	resp, err := c.Get(ctx, l.Desired(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {

@@ -376,3 +376,71 @@ func loseOnce(key string, del, commit bool) func([]clientv3.Op) (bool, bool) {
 		return false, false
 	}
 }
+
+// An abort of a rollout whose state does not parse moves every pinned
+// node past its pin even where the table has no current key: an empty
+// generation is put in force, the node's desired revision is the
+// abort's, and the node applies the empty state.
+func TestRolloutAbortUnreadableNoCurrent(t *testing.T) {
+	cl := startServer(t)
+	ctx := ctxT(t)
+	c := cl.Client()
+	l := etcd.Layout{}
+	if _, err := etcd.Apply(ctx, c, l, "objs", etcd.ScopeAll, values("a", "v1")); err != nil {
+		t.Fatal(err)
+	}
+	f := startSimFleet(t, cl, "n0", "n1")
+	f.waitApplied("n0", "n1")
+	d, err := etcd.StartRollout(ctx, c, l, etcd.RolloutSpec{Tables: map[string]map[string][]byte{"objs": values("a", "v2")},
+		Steps: steps(t, "1,100%"), StepTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(context.Background())
+	if _, err := d.Step(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.waitState(map[string]string{"a": "v2"}, "n0")
+	if _, err := c.Txn(ctx).Then(clientv3.OpPut(l.RolloutActive(), "garbled"), clientv3.OpDelete(l.Current("objs", etcd.ScopeAll))).Commit(); err != nil {
+		t.Fatal(err)
+	}
+	ab, err := etcd.AbortRollout(ctx, c, l, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := c.Get(ctx, l.Current("objs", etcd.ScopeAll))
+	if err != nil || len(cur.Kvs) != 1 || cur.Kvs[0].ModRevision != ab.Revision {
+		t.Fatalf("current key after the abort at revision %d: %v, %v", ab.Revision, cur.Kvs, err)
+	}
+	desired, err := etcd.DesiredRevisions(ctx, c, l, []string{"objs"}, []string{"n0", "n1"})
+	if err != nil || desired["n0"] != ab.Revision || desired["n1"] != ab.Revision {
+		t.Fatalf("desired revisions %v (%v), want the abort's %d", desired, err, ab.Revision)
+	}
+	f.waitState(map[string]string{}, "n0", "n1")
+	f.waitApplied("n0", "n1")
+}
+
+// The abort of a rollout whose state does not parse keeps the history at
+// its last RolloutHistoryKept entries too.
+func TestRolloutHistoryKeptUnreadable(t *testing.T) {
+	cl := startServer(t)
+	ctx := ctxT(t)
+	c := cl.Client()
+	l := etcd.Layout{}
+	for i := range etcd.RolloutHistoryKept {
+		id := fmt.Sprintf("r%012d", i+1)
+		if _, err := c.Put(ctx, l.RolloutHistory()+id, fmt.Sprintf(`{"id":%q,"result":%q,"stepTimeout":"0s","stepPause":"0s"}`, id, etcd.RolloutRolledBack)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Put(ctx, l.RolloutActive(), "garbled"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := etcd.AbortRollout(ctx, c, l, ""); err != nil {
+		t.Fatal(err)
+	}
+	hist, warnings, err := etcd.RolloutHistory(ctx, c, l)
+	if err != nil || len(warnings) != 0 || len(hist) != etcd.RolloutHistoryKept || hist[0].ID != "r000000000002" || hist[len(hist)-1].ID != "unreadable" {
+		t.Fatalf("history: %d rollouts (first %+v), %v, %v", len(hist), hist[0], warnings, err)
+	}
+}
