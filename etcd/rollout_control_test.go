@@ -444,3 +444,29 @@ func TestRolloutHistoryKeptUnreadable(t *testing.T) {
 		t.Fatalf("history: %d rollouts (first %+v), %v, %v", len(hist), hist[0], warnings, err)
 	}
 }
+
+// A live node whose status does not parse could never answer a step: a
+// rollout is refused before anything is written, naming its key.
+func TestRolloutRefusesUnreadableStatus(t *testing.T) {
+	cl := startServer(t)
+	ctx := ctxT(t)
+	c := cl.Client()
+	l := etcd.Layout{}
+	if _, err := etcd.Apply(ctx, c, l, "objs", etcd.ScopeAll, values("a", "v1")); err != nil {
+		t.Fatal(err)
+	}
+	f := startSimFleet(t, cl, "n0", "n1")
+	f.waitApplied("n0", "n1")
+	put, err := c.Put(ctx, l.Status("n2"), "{not a status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = etcd.StartRollout(ctx, c, l, etcd.RolloutSpec{Tables: map[string]map[string][]byte{"objs": values("a", "v2")}, Steps: steps(t, "1,100%")})
+	if err == nil || !strings.Contains(err.Error(), l.Status("n2")+" does not parse") {
+		t.Fatalf("a rollout over a node whose status does not parse: %v", err)
+	}
+	after, err := c.Get(ctx, "/")
+	if err != nil || after.Header.Revision != put.Header.Revision {
+		t.Fatalf("refused, yet etcd moved from revision %d to %d (%v)", put.Header.Revision, after.Header.Revision, err)
+	}
+}

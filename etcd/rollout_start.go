@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -60,7 +61,8 @@ func rolloutName(n uint64) string { return fmt.Sprintf("r%012d", n) }
 //
 // Before it writes anything it checks the spec (steps that end in 100%,
 // canaries that are live nodes, a step no larger than the fleet, names
-// ApplyTables accepts) and refuses a prefix where a rollout is under way
+// ApplyTables accepts, every live node's status readable: one that does
+// not parse could never answer) and refuses a prefix where a rollout is under way
 // or paused (ErrRolloutActive, naming it) or whose layout version it does
 // not know (ErrUnknownLayout); a state equal to the one in force is
 // ErrNothingToRollOut. Then it stages the change of each changed table,
@@ -277,6 +279,13 @@ func planRollout(ctx context.Context, c *clientv3.Client, l Layout, spec Rollout
 	var live []string
 	for _, n := range view.Nodes {
 		live = append(live, n.Node)
+	}
+	// A node whose status does not parse could never answer: refused
+	// rather than planned into a cohort that cannot pass.
+	for _, w := range view.Warnings {
+		if node, ok := strings.CutPrefix(w.Key, l.StatusPrefix()); ok && slices.Contains(live, node) && strings.HasPrefix(w.Problem, unreadableStatus) {
+			return nil, fmt.Errorf("node %s: its status %s does not parse, so it could never answer a step (%s); fix or remove the key, or stop the node", node, w.Key, w.Problem)
+		}
 	}
 	if len(live) == 0 {
 		return nil, errors.New("no live node in the fleet: a rollout goes by the nodes' answers")

@@ -91,7 +91,7 @@ func Fleet(ctx context.Context, c *clientv3.Client, l Layout) (View, error) {
 			// The node is there, but what it holds is not known: it is
 			// listed (and counted) as not applied, never hidden.
 			v.Warnings = append(v.Warnings, Warning{Key: string(kv.Key),
-				Problem: fmt.Sprintf("not a node status (%v); node %s is listed, its status unknown", err, node)})
+				Problem: fmt.Sprintf("%s (%v); node %s is listed, its status unknown", unreadableStatus, err, node)})
 			v.Nodes = append(v.Nodes, NodeStatus{Node: node, Errors: []string{"status unreadable: not a node status"}})
 			continue
 		}
@@ -113,6 +113,10 @@ func Fleet(ctx context.Context, c *clientv3.Client, l Layout) (View, error) {
 	slices.SortFunc(v.Lost, func(a, b LostNode) int { return strings.Compare(a.Node, b.Node) })
 	return v, nil
 }
+
+// unreadableStatus begins the problem of a warning about a live node's
+// status that does not parse.
+const unreadableStatus = "not a node status"
 
 // nodeName is the node a key under prefix names; a key that names none
 // (a foreign key: PREFIX/status/a/b) is warned about.
