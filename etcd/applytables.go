@@ -61,8 +61,9 @@ func cleanupCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 // transaction is lost (a timeout, a member gone), ApplyTables finds out
 // whether it committed, from its apply mark (Layout.ApplyMark) in place
 // or its staged generations' numbers, and says so: success means in
-// force. Generations older than the one in force, which an apply that died
-// before its flip leaves, are removed by the next apply of the table.
+// force. Generations older or newer than the one in force, and deltas,
+// which an apply or a rollout's start that died before its flip leaves,
+// are removed by the next apply that changes the table.
 func ApplyTables(ctx context.Context, c *clientv3.Client, l Layout, scope string, tables map[string]map[string][]byte) (int64, error) {
 	names, err := checkApply(scope, tables)
 	if err != nil {
@@ -103,9 +104,12 @@ func ApplyTables(ctx context.Context, c *clientv3.Client, l Layout, scope string
 	}
 	// Generations older than the one in force are garbage (an apply that
 	// died between staging and its flip left them): removed with the
-	// change.
+	// change; so are those newer and the deltas (see dropStale).
 	for _, table := range changed {
 		ops = append(ops, dropOlder(l, table, scope, read.cur[table].gen))
+		if read.cur[table].gen != "" {
+			ops = append(ops, dropStale(l, table, scope, read.cur[table].gen)...)
+		}
 	}
 	mark := newApplyMark()
 	ops = append(ops, clientv3.OpPut(l.ApplyMark(scope), mark))
@@ -234,6 +238,7 @@ func applyStaged(ctx context.Context, c *clientv3.Client, l Layout, scope string
 			return 0, err
 		}
 		flip = append(flip, clientv3.OpPut(l.Current(table, scope), gen))
+		flip = append(flip, dropStale(l, table, scope, gen)...)
 	}
 	var rev int64
 	tr, err := c.Txn(ctx).If(read.guard...).Then(append(flip, read.versionOps...)...).Commit()
@@ -275,6 +280,23 @@ func applyStaged(ctx context.Context, c *clientv3.Client, l Layout, scope string
 func dropOlder(l Layout, table, scope, gen string) clientv3.Op {
 	from := l.Scope(table, scope) + "gen/"
 	return clientv3.OpDelete(from, clientv3.WithRange(from+gen))
+}
+
+// dropStale deletes what a writer that died before its flip or its
+// rollout's start left of table's scope: the generations numbered above
+// gen (the one the transaction puts in force) and, in scope all, every
+// delta. In a transaction that writes the table's current key under
+// readInForce's guard it deletes nothing in use: no rollout is under way
+// (its generations and deltas are in use), and a concurrent apply or
+// rollout that staged one of them fails its flip or its start (the
+// current key changed) and drops what it staged.
+func dropStale(l Layout, table, scope, gen string) []clientv3.Op {
+	from := l.Scope(table, scope) + "gen/"
+	ops := []clientv3.Op{clientv3.OpDelete(clientv3.GetPrefixRangeEnd(from+gen+"/"), clientv3.WithRange(clientv3.GetPrefixRangeEnd(from)))}
+	if scope == ScopeAll {
+		ops = append(ops, clientv3.OpDelete(l.Scope(table, scope)+"delta/", clientv3.WithPrefix()))
+	}
+	return ops
 }
 
 // newApplyMark is a value no other apply writes.
