@@ -206,6 +206,10 @@ func (l Layout) Pin(table, node string) string { return l.PinPrefix(table) + nod
 // PinPrefix returns the prefix of every node's pin of table.
 func (l Layout) PinPrefix(table string) string { return l.Scope(table, ScopeAll) + "pin/" }
 
+// RolloutPrefix returns the prefix of a rollout's keys: the active one,
+// its driver, its counter and the history.
+func (l Layout) RolloutPrefix() string { return l.prefix() + "/rollout/" }
+
 // RolloutActive returns the key of the rollout under way: PREFIX/rollout/active.
 func (l Layout) RolloutActive() string { return l.prefix() + "/rollout/active" }
 

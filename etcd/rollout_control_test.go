@@ -470,3 +470,41 @@ func TestRolloutRefusesUnreadableStatus(t *testing.T) {
 		t.Fatalf("refused, yet etcd moved from revision %d to %d (%v)", put.Header.Revision, after.Header.Revision, err)
 	}
 }
+
+// A driver waits for what its reads depend on, the nodes' statuses and
+// the rollout's keys, not for every write under the prefix (object
+// statuses, records): those written after the revision waited from do
+// not end the wait; a status or a rollout key written does.
+func TestRolloutWaitWatchesStatusesAndRollout(t *testing.T) {
+	c := startEtcd(t)
+	ctx := ctxT(t)
+	l := etcd.Layout{}
+	from, err := c.Get(ctx, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := from.Header.Revision
+	for _, k := range []string{l.ObjectStatus("n0", "objs", "a"), l.Record("n0"), l.Current("objs", etcd.ScopeAll)} {
+		if _, err := c.Put(ctx, k, "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The writes above are in etcd's history: a watch from after sees
+	// them at once, so a wait that ends by its deadline did not count
+	// them (no race with the timer).
+	wctx, cancel := context.WithTimeout(ctx, time.Second)
+	err = etcd.RolloutWait(wctx, c, l, after)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a wait over writes it does not depend on: %v, want its deadline", err)
+	}
+	for _, k := range []string{l.Status("n0"), l.RolloutDriver()} {
+		put, err := c.Put(ctx, k, "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := etcd.RolloutWait(ctx, c, l, put.Header.Revision-1); err != nil {
+			t.Fatalf("a wait over a write of %s: %v", k, err)
+		}
+	}
+}

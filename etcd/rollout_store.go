@@ -239,10 +239,26 @@ func (s *etcdStore) observe(ctx context.Context, r *Rollout, nodes []string, cla
 	return obs, resp.Header.Revision, nil
 }
 
+// wait watches what a driver's reads depend on: the nodes' statuses, and
+// the rollout's own keys (an abort, the driver key gone with its lease).
+// Nothing else under the prefix can change while a rollout runs (applies
+// are refused), and the objects' statuses, which change often, do not
+// count.
 func (s *etcdStore) wait(ctx context.Context, after int64) error {
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	for resp := range s.c.Watch(clientv3.WithRequireLeader(ctx), s.l.Root(), clientv3.WithPrefix(), clientv3.WithRev(after+1)) {
+	statuses := s.c.Watch(ctx, s.l.StatusPrefix(), clientv3.WithPrefix(), clientv3.WithRev(after+1))
+	rollout := s.c.Watch(ctx, s.l.RolloutPrefix(), clientv3.WithPrefix(), clientv3.WithRev(after+1))
+	for {
+		var resp clientv3.WatchResponse
+		var ok bool
+		select {
+		case resp, ok = <-statuses:
+		case resp, ok = <-rollout:
+		}
+		if !ok {
+			return ctx.Err()
+		}
 		if err := resp.Err(); err != nil {
 			return err
 		}
@@ -250,7 +266,6 @@ func (s *etcdStore) wait(ctx context.Context, after int64) error {
 			return nil
 		}
 	}
-	return ctx.Err()
 }
 
 func (s *etcdStore) finish(ctx context.Context, r *Rollout) (int64, error) {
