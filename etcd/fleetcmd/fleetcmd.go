@@ -133,9 +133,9 @@ ceil(p x the live nodes at the start) in all), the live nodes taken by
 name, --canary-nodes first. Each node of a step switches from the old
 state to the new in one transaction; then the step waits until every one
 of them answers: ACK (it applied the new state) or NACK (an object in
-Error or Rejected, with the error). More NACKing nodes over the whole
-rollout than --max-failures, or a step not answered within --step-timeout,
-halts the rollout and rolls it back: every reached node returns to the
+Error, Rejected or DeleteFailing, with the error). More NACKing nodes
+over the whole rollout than --max-failures, or a step not answered within
+--step-timeout, halts the rollout and rolls it back: every reached node returns to the
 state in force before it. Each step is printed as it goes; the exit code
 is 0 when every step passed, ` + fmt.Sprint(RolloutHalted) + ` when it halted (naming the nodes and
 errors), ` + fmt.Sprint(RolloutInterrupted) + ` when this command stopped first (the rollout is then
@@ -294,7 +294,8 @@ least one node is live and every live node applied revision R
 counts once it applied its own desired state at or past R), prints the
 status and exits 0 (with no live node, nothing is applied anywhere known:
 it waits); it exits 1 as soon as a live
-node that received it reports an error (objects in Error or Rejected), and
+node that received it reports an error (objects in Error, Rejected or
+DeleteFailing), and
 2 after --timeout, printing the status last read either way.`,
 		Args: cobra.NoArgs,
 	}

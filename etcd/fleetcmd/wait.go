@@ -27,7 +27,8 @@ type waitOptions struct {
 // done when at least one node is live and every live node applied its
 // current desired state (the state rev holds for it, or a later one);
 // failed (the nodes, with their errors) when a live node that received it
-// reports objects in Error or Rejected; neither while rep's latest desired
+// reports objects in Error, Rejected or DeleteFailing (NodeStatus.Failed);
+// neither while rep's latest desired
 // state is older than rev, or no node is live (nodes not started yet, or
 // all lost: nothing is applied anywhere known).
 func waitVerdict(rep Report, rev int64) (done bool, failed []string) {
@@ -42,7 +43,8 @@ func waitVerdict(rep Report, rev int64) (done bool, failed []string) {
 		}
 		live++
 		if n.NodeStatus.Failed(n.Desired) {
-			failed = append(failed, fmt.Sprintf("%s (Error=%d, %s=%d: %s)", n.Node, n.Objects["Error"], etcd.Rejected, n.Objects[etcd.Rejected], strings.Join(n.Errors, "; ")))
+			failed = append(failed, fmt.Sprintf("%s (Error=%d, %s=%d, %s=%d: %s)", n.Node, n.Objects["Error"], etcd.Rejected, n.Objects[etcd.Rejected],
+				etcd.DeleteFailing, n.Objects[etcd.DeleteFailing], strings.Join(n.Errors, "; ")))
 		}
 		done = done && n.Applied
 	}

@@ -127,6 +127,14 @@ func TestFleetStatusWait(t *testing.T) {
 		}
 	})
 
+	t.Run("delete failing", func(t *testing.T) {
+		f := newFleetFixture(t, cl)
+		f.node("n1", etcd.NodeStatus{Revision: f.rev, Objects: map[string]int{"Done": 2, etcd.DeleteFailing: 1}})
+		if code, out, errOut := f.run("status", "--wait", "--timeout", "30s"); code != WaitFailed || !strings.Contains(errOut, etcd.DeleteFailing+"=1") {
+			t.Fatalf("exit %d, want 1 naming %s\n%s%s", code, etcd.DeleteFailing, out, errOut)
+		}
+	})
+
 	t.Run("no live node", func(t *testing.T) {
 		// Lost nodes only, then none at all: nothing is applied anywhere
 		// known, so it waits (here until the timeout).
