@@ -143,7 +143,8 @@ paused: ` + "`fleet rollout resume|abort`" + `). Nodes outside the reached steps
 nodes that join meanwhile, keep the old state until the rollout completes.
 
 While a rollout is under way or paused every apply is refused, naming it;
---force aborts (rolls back) that rollout first.`,
+--force aborts (rolls back) that rollout first (retried, as an apply is,
+when its driver writes meanwhile).`,
 		Args: cobra.NoArgs,
 	}
 	file := cmd.Flags().StringP("filename", "f", "", "the desired-state file (YAML, or JSON if it ends in .json)")
@@ -188,7 +189,7 @@ While a rollout is under way or paused every apply is refused, naming it;
 		defer client.Close()
 		if rf.force {
 			fctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
-			err := abortFirst(fctx, client, c.opts.Layout(), cmd.OutOrStdout())
+			err := abortFirst(fctx, client, c.opts.Layout(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 			cancel()
 			if err != nil {
 				return err

@@ -83,9 +83,33 @@ func (f *rolloutFlags) check(fs *pflag.FlagSet, node string) ([]etcd.StepSize, e
 	return steps, limit, nil
 }
 
+// abortWhole aborts the rollout under way with etcd.AbortRollout; when
+// its driver wrote between the abort's read and its write (a conflict: the
+// driver is alive), it reads again and retries, at most maxApplyRetries
+// times, calling retry before each.
+func abortWhole(ctx context.Context, c *clientv3.Client, l etcd.Layout, reason string, retry func(attempt int, err error)) (etcd.Rollout, error) {
+	for attempt := 0; ; attempt++ {
+		r, err := etcd.AbortRollout(ctx, c, l, reason)
+		if !errors.Is(err, etcd.ErrConflict) {
+			return r, err
+		}
+		if attempt == maxApplyRetries {
+			return r, fmt.Errorf("%w; gave up after %d retries", err, attempt)
+		}
+		retry(attempt+1, err)
+	}
+}
+
+// abortRetry says on w that an abort is retried.
+func abortRetry(w io.Writer) func(int, error) {
+	return func(attempt int, err error) {
+		fmt.Fprintf(w, "the rollout changed while it was aborted (%v); reading it again and retrying (%d of %d)\n", err, attempt, maxApplyRetries)
+	}
+}
+
 // abortFirst is --force: it aborts the rollout under way, if any.
-func abortFirst(ctx context.Context, c *clientv3.Client, l etcd.Layout, w io.Writer) error {
-	r, err := etcd.AbortRollout(ctx, c, l, "by `fleet apply --force`")
+func abortFirst(ctx context.Context, c *clientv3.Client, l etcd.Layout, w, errw io.Writer) error {
+	r, err := abortWhole(ctx, c, l, "by `fleet apply --force`", abortRetry(errw))
 	switch {
 	case errors.Is(err, etcd.ErrNoRollout):
 		return nil
@@ -248,7 +272,9 @@ func (c *commands) rolloutAbort() *cobra.Command {
 		Long: `Roll the rollout under way back, whether its driver runs or it is paused:
 in one etcd transaction every reached node returns to the state in force
 before the rollout, and the rollout goes to the history ("halted, rolled
-back": aborted). Its driver, if any, stops at its next step. Then it waits
+back": aborted). Its driver, if any, stops at its next step; if the
+driver wrote meanwhile, it reads the rollout again and retries (at most
+` + fmt.Sprint(maxApplyRetries) + ` times, said on stderr). Then it waits
 (up to --timeout) for each reached node to apply the previous state, and
 prints each; it exits 1 if one did not in time.`,
 		Args: cobra.NoArgs,
@@ -263,7 +289,7 @@ prints each; it exits 1 if one did not in time.`,
 		defer client.Close()
 		ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 		defer cancel()
-		r, err := etcd.AbortRollout(ctx, client, c.opts.Layout(), *reason)
+		r, err := abortWhole(ctx, client, c.opts.Layout(), *reason, abortRetry(cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,8 @@ package fleetcmd
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -228,4 +230,100 @@ func TestFleetRolloutControl(t *testing.T) {
 	if code, out, errOut := f.run("rollout", "abort"); code != 0 || !strings.Contains(out, "did not parse") {
 		t.Fatalf("abort of an unreadable rollout: exit %d\n%s%s", code, out, errOut)
 	}
+}
+
+// An abort whose rollout's live driver writes between the abort's read
+// and its write is retried, and said: once (one retry, rolled back), or
+// every time (it gives up after 3 retries; the rollout is still under
+// way).
+func TestFleetRolloutAbortRetries(t *testing.T) {
+	cl := etcdtest.StartCluster(t, etcdtest.Binary(t), 1)
+	for _, tc := range []struct {
+		conflicts int
+		retries   int
+		ok        bool
+	}{
+		{0, 0, true},
+		{1, 1, true},
+		{4, 3, false},
+	} {
+		t.Run(fmt.Sprintf("%d conflicts", tc.conflicts), func(t *testing.T) {
+			f := newFleetFixture(t, cl)
+			f.fakeNode("n0", false)
+			d, err := etcd.StartRollout(t.Context(), f.c, f.l, etcd.RolloutSpec{Tables: desiredTables(t, "routes new v3\n"),
+				Steps: []etcd.StepSize{{Percent: 100}}, StepTimeout: 20 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close(context.Background())
+			w := cl.Client()
+			// After each of the abort's reads (the transaction that reads
+			// the layout version), the driver writes its state, unchanged.
+			n := 0
+			w.KV = &readHookKV{KV: w.KV, key: f.l.VersionKey(), after: func() {
+				if n++; n > tc.conflicts {
+					return
+				}
+				active, err := f.c.Get(t.Context(), f.l.RolloutActive())
+				if err == nil && len(active.Kvs) == 1 {
+					_, err = f.c.Put(t.Context(), f.l.RolloutActive(), string(active.Kvs[0].Value))
+				}
+				if err != nil {
+					t.Error(err)
+				}
+			}}
+			var said []int
+			r, err := abortWhole(t.Context(), w, f.l, "test", func(attempt int, err error) {
+				if !errors.Is(err, etcd.ErrConflict) {
+					t.Errorf("retry %d after %v", attempt, err)
+				}
+				said = append(said, attempt)
+			})
+			if len(said) != tc.retries || (err == nil) != tc.ok {
+				t.Fatalf("retries %v, %v; want %d, ok %v", said, err, tc.retries, tc.ok)
+			}
+			st, serr := etcd.RolloutStatus(t.Context(), f.c, f.l)
+			if tc.ok {
+				if r.Result != etcd.RolloutRolledBack || serr != nil || st != nil {
+					t.Fatalf("aborted: %+v; status %+v, %v", r, st, serr)
+				}
+				return
+			}
+			if !errors.Is(err, etcd.ErrConflict) || !strings.Contains(err.Error(), "gave up after 3 retries") || serr != nil || st == nil {
+				t.Fatalf("gave up: %v; status %+v, %v", err, st, serr)
+			}
+		})
+	}
+}
+
+// readHookKV calls after once each transaction that reads key committed.
+type readHookKV struct {
+	clientv3.KV
+	key   string
+	after func()
+}
+
+func (k *readHookKV) Txn(ctx context.Context) clientv3.Txn { return &readHookTxn{Txn: k.KV.Txn(ctx), k: k} }
+
+type readHookTxn struct {
+	clientv3.Txn
+	k    *readHookKV
+	read bool
+}
+
+func (t *readHookTxn) If(cs ...clientv3.Cmp) clientv3.Txn { t.Txn = t.Txn.If(cs...); return t }
+func (t *readHookTxn) Then(ops ...clientv3.Op) clientv3.Txn {
+	for _, op := range ops {
+		t.read = t.read || (op.IsGet() && string(op.KeyBytes()) == t.k.key)
+	}
+	t.Txn = t.Txn.Then(ops...)
+	return t
+}
+func (t *readHookTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(ops...); return t }
+func (t *readHookTxn) Commit() (*clientv3.TxnResponse, error) {
+	resp, err := t.Txn.Commit()
+	if t.read {
+		t.k.after()
+	}
+	return resp, err
 }
