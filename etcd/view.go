@@ -228,6 +228,18 @@ func (v View) Summary(rev int64) string {
 	return Summary(n, m, len(v.Lost), rev)
 }
 
+// SummaryMixed is the fleet's summary line while a rollout is under way:
+// the nodes hold different desired states, so it names no one revision:
+// "applied on N of M nodes, each at its own desired state (rollout ID under
+// way)", and " (K lost)" when lost > 0.
+func SummaryMixed(applied, nodes, lost int, rollout string) string {
+	s := fmt.Sprintf("applied on %d of %d nodes, each at its own desired state (rollout %s under way)", applied, nodes, rollout)
+	if lost > 0 {
+		s += fmt.Sprintf(" (%d lost)", lost)
+	}
+	return s
+}
+
 // Summary is the fleet's summary line: "applied on N of M nodes at
 // revision R", and " (K lost)" when lost > 0; every program that says it
 // (View.Summary, agent fleet status) says it with this.

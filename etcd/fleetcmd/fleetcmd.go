@@ -287,14 +287,20 @@ under the prefix that are not a node's (malformed, foreign) are named in
 warning lines and skipped. The last line is the summary "applied on N of M
 nodes at revision R", R being the latest desired state, M counting live
 and lost nodes, followed by " (K lost)" when K > 0 (a lost node is never
-counted as applied: what it holds now is not known).
+counted as applied: what it holds now is not known). While a rollout is
+under way (` + "`fleet apply --rollout`" + `) the nodes it switched and the others
+hold different desired states: a line names it (its id, running or
+paused, the step under way, the nodes switched) and the summary reads
+"applied on N of M nodes, each at its own desired state (rollout ID under
+way)", naming no revision.
 
 With --wait it waits, following the prefix with an etcd watch, until at
 least one node is live and every live node applied revision R
 (--revision, default: the latest desired state when it starts; a node
 counts once it applied its own desired state at or past R), prints the
 status and exits 0 (with no live node, nothing is applied anywhere known:
-it waits); it exits 1 as soon as a live
+it waits; while a rollout is under way it waits for it to finish, and
+says so on stderr); it exits 1 as soon as a live
 node that received it reports an error (objects in Error, Rejected or
 DeleteFailing), and
 2 after --timeout, printing the status last read either way.`,
@@ -322,7 +328,7 @@ DeleteFailing), and
 		defer client.Close()
 		if *wait {
 			return waitFleet(cmd.Context(), client, c.opts.Layout(), c.cfg.Tables, waitOptions{revision: *revision, timeout: *timeout, objects: *objects},
-				cmd.OutOrStdout(), *format)
+				cmd.OutOrStdout(), cmd.ErrOrStderr(), *format)
 		}
 		rep, err := Read(cmd.Context(), client, c.opts.Layout(), c.cfg.Tables, *objects)
 		if err != nil {

@@ -327,3 +327,60 @@ func (t *readHookTxn) Commit() (*clientv3.TxnResponse, error) {
 	}
 	return resp, err
 }
+
+// During a rollout `fleet status` names it (running or paused, the step,
+// the nodes switched) and claims no one revision, since the nodes not
+// reached hold the old state; `fleet status --wait` is not done while it
+// is under way, and says why; once it completed, it is.
+func TestFleetStatusDuringRollout(t *testing.T) {
+	cl := etcdtest.StartCluster(t, etcdtest.Binary(t), 1)
+	f := newFleetFixture(t, cl)
+	for _, name := range []string{"n0", "n1"} {
+		f.fakeNode(name, false)
+	}
+	if code, out, errOut := f.run("status", "--wait", "--timeout", "30s"); code != 0 {
+		t.Fatalf("before the rollout: exit %d\n%s%s", code, out, errOut)
+	}
+	d, err := etcd.StartRollout(t.Context(), f.c, f.l, etcd.RolloutSpec{Tables: desiredTables(t, "routes new v3\n"),
+		Steps: []etcd.StepSize{{Count: 1}, {Percent: 100}}, StepTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(context.Background())
+	if _, err := d.Step(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	line := "rollout r000000000001 running: step 2 of 2, 1 of 2 nodes switched to its new state"
+	want := "applied on 2 of 2 nodes, each at its own desired state (rollout r000000000001 under way)"
+	code, out, errOut := f.run("status")
+	if code != 0 || !strings.Contains(out, line) || lastLine(out) != want {
+		t.Fatalf("status during the rollout: exit %d; want %q and last line %q\n%s%s", code, line, want, out, errOut)
+	}
+	code, out, _ = f.run("status", "--format", "json")
+	var rep Report
+	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil || rep.Rollout == nil ||
+		*rep.Rollout != (RolloutReport{ID: "r000000000001", State: etcd.RolloutRunning, Step: 2, Steps: 2, Switched: 1, Nodes: 2}) {
+		t.Fatalf("status --format json during the rollout: exit %d, %v: %+v\n%s", code, err, rep.Rollout, out)
+	}
+	code, out, errOut = f.run("status", "--wait", "--timeout", "500ms")
+	if code != WaitTimedOut || !strings.Contains(errOut, "waiting for the rollout under way to finish: "+line) || lastLine(out) != want {
+		t.Fatalf("status --wait during the rollout: exit %d, want %d\n%s%s", code, WaitTimedOut, out, errOut)
+	}
+	d.Close(t.Context())
+	if code, out, _ := f.run("status"); code != 0 || !strings.Contains(out, "rollout r000000000001 paused: step 2 of 2") {
+		t.Fatalf("status of a paused rollout: exit %d\n%s", code, out)
+	}
+	d, err = etcd.ResumeRollout(t.Context(), f.c, f.l, etcd.ResumeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(context.Background())
+	r, err := d.Run(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = f.run("status", "--wait", "--timeout", "30s")
+	if want := fmt.Sprintf("applied on 2 of 2 nodes at revision %d", r.Revision); code != 0 || lastLine(out) != want || strings.Contains(out, "rollout r") {
+		t.Fatalf("status --wait after the rollout: exit %d, want 0 and %q\n%s%s", code, want, out, errOut)
+	}
+}

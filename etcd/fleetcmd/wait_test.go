@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -202,7 +203,7 @@ func TestFleetStatusWait(t *testing.T) {
 			}
 		}}
 		var out bytes.Buffer
-		err := waitFleet(t.Context(), f.c, f.l, testTables, o, &out, "table")
+		err := waitFleet(t.Context(), f.c, f.l, testTables, o, &out, io.Discard, "table")
 		if waits < 1 {
 			t.Fatalf("it never waited: %v\n%s", err, out.String())
 		}
