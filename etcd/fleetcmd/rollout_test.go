@@ -303,7 +303,9 @@ type readHookKV struct {
 	after func()
 }
 
-func (k *readHookKV) Txn(ctx context.Context) clientv3.Txn { return &readHookTxn{Txn: k.KV.Txn(ctx), k: k} }
+func (k *readHookKV) Txn(ctx context.Context) clientv3.Txn {
+	return &readHookTxn{Txn: k.KV.Txn(ctx), k: k}
+}
 
 type readHookTxn struct {
 	clientv3.Txn
