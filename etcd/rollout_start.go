@@ -73,8 +73,14 @@ func rolloutName(n uint64) string { return fmt.Sprintf("r%012d", n) }
 // 3 and gives a changed table with no generation in force an empty one
 // (the state to roll back to). Of concurrent starts exactly
 // one wins: the others fail with ErrRolloutActive, or with ErrConflict if
-// an apply came in between, and leave nothing behind. No node is switched
-// before the first Step.
+// an apply came in between, and leave nothing behind. When the start
+// transaction's answer is lost (a timeout, a member gone, ctx ended) it
+// reads whether it committed: a start that committed is never undone nor
+// its staging dropped; it returns the driver, or, if it cannot drive
+// (ctx ended, the lease's keep-alive failed), an error saying the
+// rollout is paused (resume or abort it). What a start that could not
+// tell leaves staged stays; the next apply that changes its tables
+// removes it. No node is switched before the first Step.
 func StartRollout(ctx context.Context, c *clientv3.Client, l Layout, spec RolloutSpec) (*RolloutDriver, error) {
 	if c == nil {
 		return nil, errors.New("rollout: client is nil")
