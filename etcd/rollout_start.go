@@ -163,8 +163,8 @@ const (
 // claim's transaction (given the lease and the driver key's value), which
 // puts put as the rollout's state; a claim that does not succeed is
 // errClaimFailed. When the claim's answer is lost (a timeout, a member
-// gone, ctx ended), it reads whether the claim committed: the driver key
-// under its lease, or the rollout's state as put, then it did, and the
+// gone, ctx ended), it reads whether the claim committed (the driver key
+// under its lease, beside the rollout's state as put), and if it did the
 // driver goes on. It says what became of the claim: a caller must keep
 // what a committed (or unknown) claim names.
 func startDriver(ctx context.Context, c *clientv3.Client, l Layout, r *Rollout, put []byte,
@@ -200,8 +200,10 @@ func startDriver(ctx context.Context, c *clientv3.Client, l Layout, r *Rollout, 
 
 // claimCommittedAt tells, after a claim's answer was lost, whether it
 // committed: the driver key is under its lease (no other write puts it
-// there), or the rollout's state is byte for byte the one it put; then
-// also the active key's ModRevision.
+// there) beside the rollout's state as it put it; then also the active
+// key's ModRevision. A claim that committed but whose lease expired since
+// reads as not committed: the caller cannot drive it, and StartRollout
+// keeps what a rollout under way names (stagedRollout.referenced).
 func claimCommittedAt(ctx context.Context, c *clientv3.Client, l Layout, lease clientv3.LeaseID, put []byte) (int64, claimOutcome) {
 	cctx, cancel := cleanupCtx(ctx)
 	defer cancel()
@@ -210,11 +212,7 @@ func claimCommittedAt(ctx context.Context, c *clientv3.Client, l Layout, lease c
 		return 0, claimUnknown
 	}
 	active, driver := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
-	ours := len(active) == 1 && string(active[0].Value) == string(put)
-	if len(driver) == 1 && clientv3.LeaseID(driver[0].Lease) == lease {
-		ours = len(active) == 1
-	}
-	if !ours {
+	if len(driver) != 1 || clientv3.LeaseID(driver[0].Lease) != lease || len(active) != 1 || string(active[0].Value) != string(put) {
 		return 0, claimNotCommitted
 	}
 	return active[0].ModRevision, claimCommitted
