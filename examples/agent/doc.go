@@ -18,10 +18,12 @@
 //	agent fleet status|watch              every node, live or lost: revision
 //	                                      reached, received, applied, objects,
 //	                                      errors; "applied on N of M nodes at
-//	                                      revision R" (and " (K lost)")
+//	                                      revision R" (and " (K lost)"); during
+//	                                      a rollout, its line and no revision
 //	agent fleet status --wait [--revision R] [--timeout D]
 //	                                      exit 0 once every live node applied
-//	                                      R, 1 on a node's error, 2 on timeout
+//	                                      R and no rollout is under way, 1 on a
+//	                                      node's error, 2 on timeout
 //	agent fleet forget NODE               stop listing a lost node
 //	agent diff [--netns ...] [--format ...]  what a run would change, changing
 //	                                      nothing (exit 0: nothing, 1: changes,
