@@ -62,9 +62,9 @@ func rolloutName(n uint64) string { return fmt.Sprintf("r%012d", n) }
 // Before it writes anything it checks the spec (steps that end in 100%,
 // canaries that are live nodes, a step no larger than the fleet, names
 // ApplyTables accepts, every live node's status readable: one that does
-// not parse could never answer) and refuses a prefix where a rollout is under way
-// or paused (ErrRolloutActive, naming it) or whose layout version it does
-// not know (ErrUnknownLayout); a state equal to the one in force is
+// not parse could never answer) and refuses a prefix where a rollout is
+// under way or paused (ErrRolloutActive, naming it) or whose layout
+// version it does not know (ErrUnknownLayout); a state equal to the one in force is
 // ErrNothingToRollOut. Then it stages the change of each changed table,
 // as a delta over the generation in force when the changes of all tables
 // fit in the one transaction that will finish the rollout (so that a node
