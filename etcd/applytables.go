@@ -48,6 +48,11 @@ func cleanupCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 // revision returned through the read, and like any revision returned it
 // says when the state went into force, not that no apply came after.
 //
+// While a rollout is under way or paused (see StartRollout), nothing of the
+// desired state may change: ApplyTables fails with ErrRolloutActive, naming
+// the rollout, and one that starts between this apply's read and its
+// write fails it with ErrConflict.
+//
 // Other errors: a bad scope, table or object name; more tables than one
 // transaction can put in force; an object larger than an etcd request;
 // ErrUnknownLayout when the prefix holds a layout version this package
@@ -56,8 +61,9 @@ func cleanupCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 // transaction is lost (a timeout, a member gone), ApplyTables finds out
 // whether it committed, from its apply mark (Layout.ApplyMark) in place
 // or its staged generations' numbers, and says so: success means in
-// force. Generations older than the one in force, which an apply that died
-// before its flip leaves, are removed by the next apply of the table.
+// force. Generations older or newer than the one in force, and deltas,
+// which an apply or a rollout's start that died before its flip leaves,
+// are removed by the next apply that changes the table.
 func ApplyTables(ctx context.Context, c *clientv3.Client, l Layout, scope string, tables map[string]map[string][]byte) (int64, error) {
 	names, err := checkApply(scope, tables)
 	if err != nil {
@@ -98,9 +104,12 @@ func ApplyTables(ctx context.Context, c *clientv3.Client, l Layout, scope string
 	}
 	// Generations older than the one in force are garbage (an apply that
 	// died between staging and its flip left them): removed with the
-	// change.
+	// change; so are those newer and the deltas (see dropStale).
 	for _, table := range changed {
 		ops = append(ops, dropOlder(l, table, scope, read.cur[table].gen))
+		if read.cur[table].gen != "" {
+			ops = append(ops, dropStale(l, table, scope, read.cur[table].gen)...)
+		}
 	}
 	mark := newApplyMark()
 	ops = append(ops, clientv3.OpPut(l.ApplyMark(scope), mark))
@@ -159,8 +168,9 @@ type applyRead struct {
 	cur     map[string]inForce
 	lastMod int64 // the latest change of any table named
 	// guard holds for the write transaction only if no table named was
-	// written in the scope since rev, and the layout version is still
-	// LayoutVersion; versionOps write the version if it was absent.
+	// written in the scope since rev, the layout version was not written
+	// and no rollout started; versionOps write the version if it was
+	// absent.
 	guard      []clientv3.Cmp
 	versionOps []clientv3.Op
 }
@@ -169,7 +179,7 @@ type applyRead struct {
 // the layout version, in one transaction, and makes the guard of the
 // write that follows.
 func readInForce(ctx context.Context, c *clientv3.Client, l Layout, scope string, names []string) (applyRead, error) {
-	gets := []clientv3.Op{clientv3.OpGet(l.VersionKey())}
+	gets := []clientv3.Op{clientv3.OpGet(l.VersionKey()), clientv3.OpGet(l.RolloutActive())}
 	for _, table := range names {
 		gets = append(gets, clientv3.OpGet(l.Current(table, scope)))
 	}
@@ -181,11 +191,17 @@ func readInForce(ctx context.Context, c *clientv3.Client, l Layout, scope string
 	if err := checkVersion(l, version); err != nil {
 		return applyRead{}, err
 	}
+	if err := rolloutUnderWay(l, resp.Responses[1].GetResponseRange().Kvs); err != nil {
+		return applyRead{}, err
+	}
 	r := applyRead{rev: resp.Header.Revision, cur: map[string]inForce{}}
 	r.guard, r.versionOps = versionGuard(l, version)
+	// A rollout that starts meanwhile fails the write (no change of the
+	// desired state while a rollout runs).
+	r.guard = append(r.guard, clientv3.Compare(clientv3.CreateRevision(l.RolloutActive()), "=", 0))
 	for i, table := range names {
 		var cur inForce
-		if kvs := resp.Responses[i+1].GetResponseRange().Kvs; len(kvs) > 0 {
+		if kvs := resp.Responses[i+2].GetResponseRange().Kvs; len(kvs) > 0 {
 			cur = inForce{gen: string(kvs[0].Value), mod: kvs[0].ModRevision}
 			r.lastMod = max(r.lastMod, cur.mod)
 		}
@@ -222,6 +238,7 @@ func applyStaged(ctx context.Context, c *clientv3.Client, l Layout, scope string
 			return 0, err
 		}
 		flip = append(flip, clientv3.OpPut(l.Current(table, scope), gen))
+		flip = append(flip, dropStale(l, table, scope, gen)...)
 	}
 	var rev int64
 	tr, err := c.Txn(ctx).If(read.guard...).Then(append(flip, read.versionOps...)...).Commit()
@@ -263,6 +280,23 @@ func applyStaged(ctx context.Context, c *clientv3.Client, l Layout, scope string
 func dropOlder(l Layout, table, scope, gen string) clientv3.Op {
 	from := l.Scope(table, scope) + "gen/"
 	return clientv3.OpDelete(from, clientv3.WithRange(from+gen))
+}
+
+// dropStale deletes what a writer that died before its flip or its
+// rollout's start left of table's scope: the generations numbered above
+// gen (the one the transaction puts in force) and, in scope all, every
+// delta. In a transaction that writes the table's current key under
+// readInForce's guard it deletes nothing in use: no rollout is under way
+// (its generations and deltas are in use), and a concurrent apply or
+// rollout that staged one of them fails its flip or its start (the
+// current key changed) and drops what it staged.
+func dropStale(l Layout, table, scope, gen string) []clientv3.Op {
+	from := l.Scope(table, scope) + "gen/"
+	ops := []clientv3.Op{clientv3.OpDelete(clientv3.GetPrefixRangeEnd(from+gen+"/"), clientv3.WithRange(clientv3.GetPrefixRangeEnd(from)))}
+	if scope == ScopeAll {
+		ops = append(ops, clientv3.OpDelete(l.Scope(table, scope)+"delta/", clientv3.WithPrefix()))
+	}
+	return ops
 }
 
 // newApplyMark is a value no other apply writes.

@@ -90,3 +90,54 @@ func TestApplyTables(t *testing.T) {
 		t.Fatal("a scope node/a/b was accepted")
 	}
 }
+
+// What a writer that died before its flip or its rollout's start left
+// behind (deltas, generations numbered above the one in force) is
+// removed by the next apply that changes the table, in place or staged,
+// in its one transaction; the state applied is in force and whole.
+func TestApplyRemovesStale(t *testing.T) {
+	c := startEtcd(t)
+	ctx := ctxT(t)
+	l := etcd.Layout{}
+	node := etcd.NodeScope("n1")
+	if _, err := etcd.ApplyTables(ctx, c, l, etcd.ScopeAll, map[string]map[string][]byte{"ta": values("a", "1")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := etcd.ApplyTables(ctx, c, l, node, map[string]map[string][]byte{"ta": values("a", "1")}); err != nil {
+		t.Fatal(err)
+	}
+	stale := []string{
+		l.Delta("ta", "d000000000007") + "put/a", l.Generation("ta", etcd.ScopeAll, "g000000000009") + "a",
+		l.Generation("ta", node, "g000000000009") + "a",
+		l.Delta("tb", "d000000000003") + "del/b", l.Generation("tb", etcd.ScopeAll, "g000000000099") + "b",
+	}
+	for _, k := range stale {
+		if _, err := c.Put(ctx, k, "stale"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// ta in place, tb (nothing in force) staged; then ta of node n1.
+	rev, err := etcd.ApplyTables(ctx, c, l, etcd.ScopeAll, map[string]map[string][]byte{"ta": values("a", "2"), "tb": values("b", "2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := etcd.ApplyTables(ctx, c, l, node, map[string]map[string][]byte{"ta": values("a", "2")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range stale {
+		if resp, err := c.Get(ctx, k); err != nil || len(resp.Kvs) != 0 {
+			t.Errorf("%s left behind (%v)", k, err)
+		}
+	}
+	for table, want := range map[string]string{"ta": "2", "tb": "2"} {
+		cur, err := c.Get(ctx, l.Current(table, etcd.ScopeAll))
+		if err != nil || len(cur.Kvs) != 1 || cur.Kvs[0].ModRevision != rev {
+			t.Fatalf("%s's current key: %v, %v", table, cur.Kvs, err)
+		}
+		gen := l.Generation(table, etcd.ScopeAll, string(cur.Kvs[0].Value))
+		objs, err := c.Get(ctx, gen, clientv3.WithPrefix())
+		if err != nil || len(objs.Kvs) != 1 || string(objs.Kvs[0].Value) != want {
+			t.Fatalf("%s in force: %v, %v", gen, objs.Kvs, err)
+		}
+	}
+}

@@ -3,12 +3,15 @@ package etcd_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,17 +25,32 @@ import (
 	"github.com/steadystate/steadystate/statedb"
 )
 
-// memTarget is an in-memory real system.
+// memTarget is an in-memory real system. It refuses a value that starts
+// with "fail", and remembers every value it ever held.
 type memTarget struct {
 	mu    sync.Mutex
 	state map[string]string
+	ever  map[string]bool // "NAME=VALUE"
 }
 
 func (m *memTarget) Update(_ context.Context, _ statedb.ReadTxn, o *obj) error {
+	if strings.HasPrefix(o.Value, "fail") {
+		return fmt.Errorf("refused value %q", o.Value)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.state[o.Name] = o.Value
+	if m.ever != nil {
+		m.ever[o.Name+"="+o.Value] = true
+	}
 	return nil
+}
+
+// snapshot returns the state and whether it ever held name=value.
+func (m *memTarget) snapshot(name, value string) (map[string]string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.state), m.ever[name+"="+value]
 }
 
 func (m *memTarget) Delete(_ context.Context, _ statedb.ReadTxn, o *obj) error {
@@ -51,16 +69,19 @@ func (m *memTarget) Prune(context.Context, statedb.ReadTxn, iter.Seq2[*obj, stat
 // publisher that reports the revision reached once the reconciler has
 // caught up with the table.
 type simAgent struct {
-	name  string
-	db    *statedb.DB
-	table statedb.RWTable[*obj]
-	refl  *reflector.Reflector[[]byte, *obj]
-	rec   reconciler.Reconciler[*obj]
-	pub   *etcd.Publisher
+	name   string
+	db     *statedb.DB
+	table  statedb.RWTable[*obj]
+	refl   *reflector.Reflector[[]byte, *obj]
+	rec    reconciler.Reconciler[*obj]
+	pub    *etcd.Publisher
+	target *memTarget
+	lists  *listCounter // the reflector's lists of its source
 }
 
 func startAgent(ctx context.Context, b testing.TB, c *clientv3.Client, l etcd.Layout, name string, wg *sync.WaitGroup) *simAgent {
-	a := &simAgent{name: name, db: statedb.New()}
+	a := &simAgent{name: name, db: statedb.New(), target: &memTarget{state: map[string]string{}, ever: map[string]bool{}},
+		lists: &listCounter{lists: map[string]int{}}}
 	var err error
 	if a.table, err = statedb.NewTable(a.db, "objs", nameIndex, reconciler.StatusIndex(func(o *obj) reconciler.Status { return o.Status })); err != nil {
 		b.Fatal(err)
@@ -76,13 +97,14 @@ func startAgent(ctx context.Context, b testing.TB, c *clientv3.Client, l etcd.La
 			SetObjectStatus: func(o *obj, s reconciler.Status) *obj { o.Status = s; return o }},
 		Transform:     func(k string, v []byte) (*obj, error) { return &obj{Name: k, Value: string(v)}, nil },
 		BatchInterval: 10 * time.Millisecond,
+		Metrics:       a.lists,
 		Logger:        quiet,
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
 	a.rec, err = reconciler.New(a.db, reconciler.Config[*obj]{
-		Name: "mem", Table: a.table, Target: &memTarget{state: map[string]string{}},
+		Name: "mem", Table: a.table, Target: a.target,
 		GetObjectStatus: func(o *obj) reconciler.Status { return o.Status },
 		SetObjectStatus: func(o *obj, s reconciler.Status) *obj { o.Status = s; return o },
 		CloneObject:     func(o *obj) *obj { x := *o; return &x },
@@ -103,6 +125,13 @@ func startAgent(ctx context.Context, b testing.TB, c *clientv3.Client, l etcd.La
 	return a
 }
 
+// relists is how many times the agent's reflector listed its source.
+func (a *simAgent) relists() int {
+	a.lists.mu.Lock()
+	defer a.lists.mu.Unlock()
+	return a.lists.lists["objs"]
+}
+
 // report publishes the revision reached and the counts by status whenever
 // the table or the revision changed and the reconciler has caught up with
 // the table. (The revision can move without a change to the table: a
@@ -118,18 +147,28 @@ func (a *simAgent) report(ctx context.Context) {
 		rev := a.table.Revision(txn)
 		_, watch := a.table.AllWatch(txn)
 		if reached > 0 && (reached != lastReached || rev != lastRev) {
+			// Every object attempted: failures are reported too.
 			if _, err := a.rec.WaitUntilReconciled(ctx, rev); ctx.Err() != nil {
 				return
-			} else if err == nil {
+			} else if nr := (*reconciler.NotReconciledError)(nil); err == nil || errors.As(err, &nr) {
 				// The few not Done, through the status index; Done is the rest.
 				txn := a.db.ReadTxn()
 				counts := map[string]int{"Done": a.table.NumObjects(txn)}
-				for kind, n := range reconciler.CountByStatus(txn, a.table, func(o *obj) reconciler.Status { return o.Status },
+				getStatus := func(o *obj) reconciler.Status { return o.Status }
+				for kind, n := range reconciler.CountByStatus(txn, a.table, getStatus,
 					reconciler.StatusKindPending, reconciler.StatusKindRefreshing, reconciler.StatusKindError) {
 					counts[kind.String()] = n
 					counts["Done"] -= n
 				}
-				a.pub.Publish(etcd.NodeStatus{Revision: int64(reached), Objects: counts})
+				var errs []string
+				if counts["Error"] > 0 {
+					for o := range a.table.All(txn) {
+						if o.Status.Kind == reconciler.StatusKindError && len(errs) < 3 {
+							errs = append(errs, o.Name+": "+o.Status.Error)
+						}
+					}
+				}
+				a.pub.Publish(etcd.NodeStatus{Revision: int64(reached), Objects: counts, Errors: errs})
 				lastReached, lastRev = reached, rev
 			}
 		}

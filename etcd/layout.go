@@ -1,8 +1,9 @@
 // Package etcd takes a fleet's desired state from etcd and gives etcd each
 // node's status back: the source of a reflector (package reflector), the
-// writer of desired state (Apply, ApplyTables), a status publisher kept
-// alive by a lease, and the fleet view computed from the nodes' statuses
-// and records.
+// writer of desired state (Apply, ApplyTables), progressive rollouts gated
+// by every node's answer (StartRollout), a status publisher kept alive by
+// a lease, and the fleet view computed from the nodes' statuses and
+// records.
 //
 // It is a module of its own, so that the library's go.mod stays free of
 // gRPC and the etcd client.
@@ -13,20 +14,38 @@
 // are kept per table and scope, where the scope is "all" (every node) or
 // "node/NAME" (one node), in generations:
 //
-//	PREFIX/layout                               the layout version ("2", LayoutVersion)
+//	PREFIX/layout                               the layout version ("3", LayoutVersion)
 //	PREFIX/desired/TABLE/SCOPE/current          the generation in force ("g000000000042")
 //	PREFIX/desired/TABLE/SCOPE/next             the last generation number taken
 //	PREFIX/desired/TABLE/SCOPE/gen/GEN/NAME     an object of that generation (its value: the object)
+//	PREFIX/desired/TABLE/all/pin/NODE           the fleet-wide generation in force for NODE during a rollout
+//	PREFIX/desired/TABLE/all/delta/DELTA/put/NAME  an object a delta puts over the generation in force
+//	PREFIX/desired/TABLE/all/delta/DELTA/del/NAME  an object a delta removes from it (empty value)
 //	PREFIX/applies/SCOPE                        the mark of the scope's last apply (a value of its own)
 //	PREFIX/status/NODE                          a node's status (JSON NodeStatus), under the node's lease
 //	PREFIX/nodes/NODE                           a node's record (JSON NodeRecord), no lease
 //	PREFIX/objects/NODE/TABLE/NAME              an object's status on a node (optional), under the same lease
+//	PREFIX/rollout/active                       the rollout under way (JSON Rollout); applies are refused while it exists
+//	PREFIX/rollout/driver                       the rollout's driver (JSON RolloutDriverInfo), under the driver's lease
+//	PREFIX/rollout/next                         the last rollout number taken
+//	PREFIX/rollout/history/ID                   a finished rollout (JSON Rollout), the last RolloutHistoryKept
+//
+// A node's fleet-wide generation of a table is its pin when it has one,
+// else the scope's current one: a rollout moves nodes to a new state by
+// pinning them to its new generations (see Rollouts). A pin may also name
+// a delta ("d000000000043"): the objects it puts and removes over the
+// current generation, which a rollout of a small change writes instead of
+// a whole generation, so that a node switches by reading the change, not
+// every object.
 //
 // The layout version is written by the first write of an apply (in the
 // same transaction) if absent. A program that finds a version it does not
 // know refuses to read or write (ErrUnknownLayout; see CheckLayout); an
-// absent key is read as this layout (version 1, before the key existed,
-// had no node records and reads the same).
+// absent key is read as this layout. Version 1 (before the key existed:
+// no node records) and version 2 (no pins, no rollouts) read the same as
+// version 3 without them; an apply keeps the version it found, and the
+// start of a rollout writes 3, so that a program that knows version 2
+// only, which would not follow the pins, refuses the prefix from then on.
 //
 // # Applies
 //
@@ -43,6 +62,54 @@
 // that puts an apply in force is guarded by the current keys of every
 // table it names, as it read them (a key not there yet included), so it
 // fails with ErrConflict if another apply wrote any of them meanwhile.
+//
+// # Rollouts
+//
+// StartRollout puts a new fleet-wide desired state in force step by step:
+// the live nodes at the start, canaries first and then by name, are taken
+// in cohorts (a step of p% reaches ceil(p × nodes) in all), and each step
+// waits for every node of its cohort to answer: an ACK (its status says it
+// applied its desired state, NodeStatus.Applied of its DesiredRevision) or
+// a NACK (it received that state and reports objects in Error, Rejected or
+// DeleteFailing, with the errors). More NACKing nodes over the rollout
+// than it tolerates, or a node of the cohort without an answer when the
+// step timeout passes, halts it and rolls it back. Its invariants:
+//
+//   - One rollout at a time per prefix: the transaction that starts one
+//     creates Layout.RolloutActive only if it is absent, so of concurrent
+//     starts exactly one wins. While the key exists nothing changes the
+//     desired state but the rollout: ApplyTables refuses
+//     (ErrRolloutActive), and the generations in force before it stay as
+//     they were, the previous state to roll back to.
+//   - A node switches whole: the rollout stages its new generations
+//     without putting them in force, and a step pins each node of its
+//     cohort (Layout.Pin) to the new generation of every changed table in
+//     one transaction (with the rollout's state: what it records is what
+//     etcd holds). The node's one watch reads its pins, so the node moves
+//     from the old state to the new in one commit of its tables.
+//   - Nodes outside the reached cohorts never see the new state: only
+//     reached nodes have pins; the current keys keep the previous state
+//     until the last step passed, so a node that joins mid-rollout reads
+//     it (and gets the new state when the rollout completes).
+//   - Finishing is one transaction for the whole fleet: completing puts
+//     the new generations in force and removes the pins; rolling back
+//     removes the pins and rewrites the current keys as they were, so that
+//     every node's DesiredRevision moves past its pin; either way the
+//     rollout goes to the history (the last RolloutHistoryKept are kept).
+//   - An answer is never ahead of the truth: a lost, stopped or silent node
+//     has not answered, whatever its last status said, and is never an
+//     ACK; a NACK, once seen, stays counted for the rollout.
+//   - Only the driver writes: the driver holds a lease (RolloutLeaseTTL)
+//     under which it keeps Layout.RolloutDriver, and every write of the
+//     driver is guarded by that lease and by the rollout's state as it last
+//     wrote it. A driver that dies leaves the rollout paused once its lease
+//     expires; ResumeRollout continues from the step reached (the step runs
+//     again: switched nodes stay switched, NACKs stay counted); AbortRollout
+//     rolls back with or without a live driver, which then fails with
+//     ErrRolloutLost and writes nothing more.
+//   - A rollout state that does not parse is never acted on: RolloutStatus
+//     and ResumeRollout name its key and error (ErrRolloutUnreadable);
+//     AbortRollout removes the pins it finds and nothing else.
 //
 // # Nodes: live, lost, left
 //
@@ -62,9 +129,11 @@
 //
 // # Revisions
 //
-// Every Apply that changes a scope rewrites its current key, so
-// DesiredRevision (the latest ModRevision of a node's current keys) is the
-// revision of the last change to a node's desired state. A node's Source
+// Every Apply that changes a scope rewrites its current key, and every
+// write of a rollout that changes what a node reads writes its pins or
+// the current keys, so DesiredRevision (the latest ModRevision of a node's
+// current keys and pins) is the revision of the last change to a node's
+// desired state. A node's Source
 // watches all of its tables in one etcd watch and sends a
 // reflector.Progress after each watch response that changed the node's
 // desired state (etcd delivers each revision whole, in one response), so
@@ -130,6 +199,31 @@ func (l Layout) Generation(table, scope, gen string) string {
 	return l.Scope(table, scope) + "gen/" + gen + "/"
 }
 
+// Pin returns the key of node's pin of table: the fleet-wide generation in
+// force for node while a rollout reached it, PREFIX/desired/TABLE/all/pin/NODE.
+func (l Layout) Pin(table, node string) string { return l.PinPrefix(table) + node }
+
+// PinPrefix returns the prefix of every node's pin of table.
+func (l Layout) PinPrefix(table string) string { return l.Scope(table, ScopeAll) + "pin/" }
+
+// RolloutPrefix returns the prefix of a rollout's keys: the active one,
+// its driver, its counter and the history.
+func (l Layout) RolloutPrefix() string { return l.prefix() + "/rollout/" }
+
+// RolloutActive returns the key of the rollout under way: PREFIX/rollout/active.
+func (l Layout) RolloutActive() string { return l.prefix() + "/rollout/active" }
+
+// RolloutDriver returns the key of the rollout's driver, kept under the
+// driver's lease: PREFIX/rollout/driver.
+func (l Layout) RolloutDriver() string { return l.prefix() + "/rollout/driver" }
+
+// RolloutCounter returns the key of the last rollout number taken.
+func (l Layout) RolloutCounter() string { return l.prefix() + "/rollout/next" }
+
+// RolloutHistory returns the prefix of the finished rollouts:
+// PREFIX/rollout/history/.
+func (l Layout) RolloutHistory() string { return l.prefix() + "/rollout/history/" }
+
 // Status returns the key of a node's status.
 func (l Layout) Status(node string) string { return l.StatusPrefix() + node }
 
@@ -162,6 +256,21 @@ func (l Layout) VersionKey() string { return l.prefix() + "/layout" }
 
 // Root returns the prefix every key of the layout starts with: PREFIX/.
 func (l Layout) Root() string { return l.prefix() + "/" }
+
+// Delta returns the key prefix of a delta of table's scope all:
+// PREFIX/desired/TABLE/all/delta/DELTA/.
+func (l Layout) Delta(table, delta string) string {
+	return l.Scope(table, ScopeAll) + "delta/" + delta + "/"
+}
+
+// deltaName formats delta n (numbered with the generations).
+func deltaName(n uint64) string { return fmt.Sprintf("d%012d", n) }
+
+// isDelta tells whether a pin names a delta.
+func isDelta(s string) bool {
+	digits, ok := strings.CutPrefix(s, "d")
+	return ok && parseGen("g"+digits) != 0
+}
 
 // genName formats generation n; the zero padding keeps them in order.
 func genName(n uint64) string { return fmt.Sprintf("g%012d", n) }

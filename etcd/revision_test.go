@@ -78,8 +78,8 @@ func TestDesiredRevisionErrors(t *testing.T) {
 		}
 		return ts
 	}
-	if rev, err := etcd.DesiredRevision(ctx, c, etcd.Layout{}, append(many(64), "t00"), "n1"); err != nil || rev != 0 {
-		t.Fatalf("64 tables (and a duplicate): %d, %v; want 0 and no error", rev, err)
+	if rev, err := etcd.DesiredRevision(ctx, c, etcd.Layout{}, append(many(42), "t00"), "n1"); err != nil || rev != 0 {
+		t.Fatalf("42 tables (and a duplicate): %d, %v; want 0 and no error", rev, err)
 	}
 	for _, tc := range []struct {
 		name   string
@@ -87,7 +87,7 @@ func TestDesiredRevisionErrors(t *testing.T) {
 		node   string
 		want   string
 	}{
-		{"65 tables", many(65), "n1", "65 tables take 130 reads"},
+		{"43 tables", many(43), "n1", "43 tables take 129 reads"},
 		{"bad table", []string{"a/b"}, "n1", `table "a/b"`},
 		{"bad node", []string{"a"}, "", `node ""`},
 	} {
@@ -116,6 +116,18 @@ func TestDesiredRevisions(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+	}
+	// A node's pin (a rollout reached it) is a change of its desired
+	// state; another node's is not.
+	pinned, err := c.Put(ctx, l.Pin("tb", "n05"), "g000000000001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rev, err := etcd.DesiredRevision(ctx, c, l, tables, "n05"); err != nil || rev != pinned.Header.Revision {
+		t.Fatalf("n05, pinned at %d: desired revision %d, %v", pinned.Header.Revision, rev, err)
+	}
+	if rev, err := etcd.DesiredRevision(ctx, c, l, tables, "n06"); err != nil || rev >= pinned.Header.Revision {
+		t.Fatalf("n06, not pinned: desired revision %d, %v", rev, err)
 	}
 	got, err := etcd.DesiredRevisions(ctx, c, l, tables, nodes)
 	if err != nil {

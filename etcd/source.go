@@ -31,7 +31,8 @@ const listPage = 1000
 //
 // One etcd watch covers every table, so that revisions arrive in order.
 // After each watch response that changed this node's desired state (an
-// object of a generation in force, or a scope's current key), the watch
+// object of a generation in force, a scope's current key, or the node's
+// pin: see Layout.Pin), the watch
 // sends a reflector.Progress at the response's last revision: etcd sends
 // each revision whole within one response, so the reflector commits the
 // response's events at once and its Revision reaches the revision of the
@@ -76,8 +77,24 @@ const DefaultRequestTimeout = 5 * time.Second
 // view is what a List found of one table, and what the watch that
 // follows starts from.
 type view struct {
+	// current is scope all's generation in force, pin the node's pin of
+	// the table ("": none); genAll is the fleet-wide generation the node
+	// reads, its pin if it has one, else current.
+	current, pin    string
 	genAll, genNode string
-	fleet, own      map[string]bool // names in each scope's generation
+	fleet, own      map[string]bool // names in each scope's generation (a delta's applied)
+	// overlay names the objects the pinned delta puts or removes (nil
+	// without one): the generation's own keys of those names are hidden.
+	overlay map[string]bool
+}
+
+// inForceFor is the fleet-wide generation a node reads: its pin, else the
+// current one (a pin that names a delta is over the current one).
+func inForceFor(current, pin string) string {
+	if pin != "" && !isDelta(pin) {
+		return pin
+	}
+	return current
 }
 
 var _ reflector.Source[[]byte] = (*Source)(nil)
@@ -90,8 +107,8 @@ func NewSource(client *clientv3.Client, layout Layout, table, node string) (*Sou
 
 // NewTablesSource returns the source of several tables for node: one watch
 // and one list over all of them, each event and item naming its table. An
-// etcd transaction reads at most 128 keys, so a source has at most 63
-// tables.
+// etcd transaction reads at most 128 keys, and a list reads three per
+// table, so a source has at most 42 tables.
 func NewTablesSource(client *clientv3.Client, layout Layout, tables []string, node string) (*Source, error) {
 	if client == nil {
 		return nil, errors.New("etcd source: client is nil")
@@ -100,8 +117,8 @@ func NewTablesSource(client *clientv3.Client, layout Layout, tables []string, no
 	if len(tables) == 0 {
 		errs = append(errs, errors.New("no table"))
 	}
-	if 2*len(tables)+1 > maxTxnOps {
-		errs = append(errs, fmt.Errorf("%d tables: one list reads at most %d", len(tables), (maxTxnOps-1)/2))
+	if 3*len(tables)+1 > maxTxnOps {
+		errs = append(errs, fmt.Errorf("%d tables: one list reads at most %d", len(tables), (maxTxnOps-1)/3))
 	}
 	for _, t := range tables {
 		errs = append(errs, checkName("table", t))
@@ -113,14 +130,16 @@ func NewTablesSource(client *clientv3.Client, layout Layout, tables []string, no
 		stream: strconv.FormatUint(sources.Add(1), 10)}, nil
 }
 
-// List reads every table's generations in force, of both scopes, at one
-// revision. A current key that does not name a generation, or a layout
-// version this package does not know (ErrUnknownLayout), is an error
-// naming it: the reflector keeps the last good state and retries.
+// List reads every table's generations in force for the node, of both
+// scopes (the fleet-wide one its pin, if a rollout pinned it), at one
+// revision. A current key or pin that does not name a generation, or a
+// layout version this package does not know (ErrUnknownLayout), is an
+// error naming it: the reflector keeps the last good state and retries.
 func (s *Source) List(ctx context.Context) ([]reflector.Item[[]byte], uint64, error) {
 	var gets []clientv3.Op
 	for _, t := range s.tables {
-		gets = append(gets, clientv3.OpGet(s.layout.Current(t, ScopeAll)), clientv3.OpGet(s.layout.Current(t, NodeScope(s.node))))
+		gets = append(gets, clientv3.OpGet(s.layout.Current(t, ScopeAll)), clientv3.OpGet(s.layout.Current(t, NodeScope(s.node))),
+			clientv3.OpGet(s.layout.Pin(t, s.node)))
 	}
 	// The layout version, read with the rest: an unknown one is not read.
 	gets = append(gets, clientv3.OpGet(s.layout.VersionKey()))
@@ -138,29 +157,56 @@ func (s *Source) List(ctx context.Context) ([]reflector.Item[[]byte], uint64, er
 	var items []reflector.Item[[]byte]
 	for i, t := range s.tables {
 		v := view{fleet: map[string]bool{}, own: map[string]bool{}}
-		for j, gen := range []*string{&v.genAll, &v.genNode} {
-			kvs := resp.Responses[2*i+j].GetResponseRange().Kvs
+		for j, gen := range []*string{&v.current, &v.genNode, &v.pin} {
+			kvs := resp.Responses[3*i+j].GetResponseRange().Kvs
 			if len(kvs) == 0 {
 				continue
 			}
-			if parseGen(string(kvs[0].Value)) == 0 {
+			if value := string(kvs[0].Value); parseGen(value) == 0 && (j < 2 || !isDelta(value)) {
 				return nil, 0, fmt.Errorf("%s holds %q, not a generation (g000000000001): not reading it", kvs[0].Key, kvs[0].Value)
 			}
 			*gen = string(kvs[0].Value)
 		}
+		v.genAll = inForceFor(v.current, v.pin)
+		// The fleet-wide objects: the generation's, then a delta's over
+		// them; then the node's own, which win.
 		byName := map[string]reflector.Item[[]byte]{}
-		for _, sc := range []struct {
-			scope, gen string
-			names      map[string]bool
-		}{{ScopeAll, v.genAll, v.fleet}, {NodeScope(s.node), v.genNode, v.own}} {
-			if sc.gen == "" {
-				continue
+		item := func(name string, value []byte, mod int64) {
+			byName[name] = reflector.Item[[]byte]{Table: t, Key: name, Value: value, Revision: uint64(mod)}
+		}
+		if v.genAll != "" {
+			if err := s.readRange(ctx, s.layout.Generation(t, ScopeAll, v.genAll), rev, item); err != nil {
+				return nil, 0, err
 			}
-			prefix := s.layout.Generation(t, sc.scope, sc.gen)
-			if err := s.readRange(ctx, prefix, rev, func(name string, value []byte, mod int64) {
-				sc.names[name] = true
-				// The node's scope comes second: it wins.
-				byName[name] = reflector.Item[[]byte]{Table: t, Key: name, Value: value, Revision: uint64(mod)}
+		}
+		if isDelta(v.pin) {
+			v.overlay = map[string]bool{}
+			var bad error
+			if err := s.readRange(ctx, s.layout.Delta(t, v.pin), rev, func(key string, value []byte, mod int64) {
+				switch op, name, _ := strings.Cut(key, "/"); {
+				case op == "put" && checkName("object name", name) == nil:
+					item(name, value, mod)
+					v.overlay[name] = true
+				case op == "del" && checkName("object name", name) == nil:
+					delete(byName, name)
+					v.overlay[name] = true
+				default:
+					bad = fmt.Errorf("%s%s: not put/NAME or del/NAME of a delta: not reading it", s.layout.Delta(t, v.pin), key)
+				}
+			}); err != nil {
+				return nil, 0, err
+			}
+			if bad != nil {
+				return nil, 0, bad
+			}
+		}
+		for name := range byName {
+			v.fleet[name] = true
+		}
+		if v.genNode != "" {
+			if err := s.readRange(ctx, s.layout.Generation(t, NodeScope(s.node), v.genNode), rev, func(name string, value []byte, mod int64) {
+				v.own[name] = true
+				item(name, value, mod)
 			}); err != nil {
 				return nil, 0, err
 			}

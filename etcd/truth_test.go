@@ -131,9 +131,18 @@ func TestNodeRevisionTruth(t *testing.T) {
 	// that it holds the desired state then.
 	reached := func(step string) int64 {
 		t.Helper()
-		desired, err := etcd.DesiredRevision(ctx, c, l, tables, "n1")
-		if err != nil {
-			t.Fatal(err)
+		// Right after a member resumes, a read may meet a leader change:
+		// read again, for a while.
+		var desired int64
+		var err error
+		for deadline := time.Now().Add(15 * time.Second); ; {
+			if desired, err = etcd.DesiredRevision(ctx, c, l, tables, "n1"); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %v", step, err)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 		n.waitRevision(t, desired, 15*time.Second)
 		got, want := n.contents(), nodeStateAt(t, c, l, "n1", desired, tables...)

@@ -10,10 +10,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// LayoutVersion is the version of the key layout this package reads and
-// writes, kept under Layout.VersionKey. Version 1 was the layout before
-// the version key existed (no node records); version 2 reads it as it is.
-const LayoutVersion = 2
+// LayoutVersion is the version of the key layout this package writes,
+// kept under Layout.VersionKey. It reads versions 1 (before the version
+// key existed: no node records) and 2 (no pins, no rollouts) too, which
+// read as version 3 without them (see the package doc).
+const LayoutVersion = 3
 
 // ErrUnknownLayout is wrapped by the error of CheckLayout, Fleet and
 // ApplyTables when the prefix holds a layout version this package does not
@@ -21,10 +22,11 @@ const LayoutVersion = 2
 var ErrUnknownLayout = errors.New("unknown key layout version")
 
 // CheckLayout reads the layout version under l's prefix. It is nil when
-// the version is LayoutVersion or absent (nothing written yet, or written
-// by a steadystate before version 2, which reads the same); otherwise an
-// error wrapping ErrUnknownLayout that names the key and both versions.
-// An agent calls it before it reads or writes anything of the fleet.
+// the version is one this package reads (2 or LayoutVersion) or absent
+// (nothing written yet, or written by a steadystate before version 2,
+// which reads the same); otherwise an error wrapping ErrUnknownLayout
+// that names the key and the versions. An agent calls it before it reads
+// or writes anything of the fleet.
 func CheckLayout(ctx context.Context, c *clientv3.Client, l Layout) error {
 	if c == nil {
 		return errors.New("layout check: client is nil")
@@ -41,23 +43,24 @@ func checkVersion(l Layout, kvs []*mvccpb.KeyValue) error {
 	if len(kvs) == 0 {
 		return nil
 	}
-	v := string(kvs[0].Value)
-	if v != strconv.Itoa(LayoutVersion) {
-		return fmt.Errorf("%w: %s holds %q, this program knows version %d only (upgrade it to one that knows the fleet's layout)",
+	switch v := string(kvs[0].Value); v {
+	case "2", strconv.Itoa(LayoutVersion):
+		return nil
+	default:
+		return fmt.Errorf("%w: %s holds %q, this program knows versions 1 to %d only (upgrade it to one that knows the fleet's layout)",
 			ErrUnknownLayout, l.VersionKey(), v, LayoutVersion)
 	}
-	return nil
 }
 
 // versionGuard returns what a write transaction needs for the layout
-// version as read (kvs): when it was present, a compare that it still
-// holds LayoutVersion (a migration meanwhile fails the transaction); when
-// it was absent, an operation that writes it unless another writer did
-// meanwhile (so that concurrent first writes of other scopes do not
-// conflict).
+// version as read (kvs): when it was present, a compare that it was not
+// written since (a migration meanwhile fails the transaction), the
+// version kept as it is; when it was absent, an operation that writes
+// LayoutVersion unless another writer did meanwhile (so that concurrent
+// first writes of other scopes do not conflict).
 func versionGuard(l Layout, kvs []*mvccpb.KeyValue) ([]clientv3.Cmp, []clientv3.Op) {
 	if len(kvs) > 0 {
-		return []clientv3.Cmp{clientv3.Compare(clientv3.Value(l.VersionKey()), "=", strconv.Itoa(LayoutVersion))}, nil
+		return []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(l.VersionKey()), "=", kvs[0].ModRevision)}, nil
 	}
 	return nil, []clientv3.Op{writeVersion(l)}
 }

@@ -59,8 +59,44 @@ func TestLayoutVersion(t *testing.T) {
 		t.Fatalf("layout created at %d, the in-place apply at %d", created, rev)
 	}
 
+	// A prefix of version 2 (before pins and rollouts) is read and
+	// written as it is, and keeps its version (a program that knows 2
+	// only reads it still); a rollout's start writes 3.
+	if _, err := c.Put(ctx, l.VersionKey(), "2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := etcd.CheckLayout(ctx, c, l); err != nil {
+		t.Fatalf("version 2: %v", err)
+	}
+	if _, err := etcd.Apply(ctx, c, l, "t", etcd.ScopeAll, objects(2, "v2")); err != nil {
+		t.Fatalf("an apply on version 2: %v", err)
+	}
+	if _, err := etcd.Fleet(ctx, c, l); err != nil {
+		t.Fatalf("the fleet view of version 2: %v", err)
+	}
+	if v, _ := version(); v != "2" {
+		t.Fatalf("an apply changed layout version 2 to %q", v)
+	}
+	p, err := etcd.StartPublisher(ctx, etcd.PublisherConfig{Client: c, Layout: l, Node: "n1"}, etcd.NodeStatus{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := etcd.StartRollout(ctx, c, l, etcd.RolloutSpec{Tables: map[string]map[string][]byte{"t": objects(2, "v3")},
+		Steps: []etcd.StepSize{{Percent: 100}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := version(); v != strconv.Itoa(etcd.LayoutVersion) {
+		t.Fatalf("a rollout's start left layout version %q", v)
+	}
+	if _, err := etcd.AbortRollout(ctx, c, l, ""); err != nil {
+		t.Fatal(err)
+	}
+	d.Close(ctx)
+	p.Stop(ctx)
+
 	// An unknown version is refused, and nothing is written.
-	for _, bad := range []string{"3", "garbage", ""} {
+	for _, bad := range []string{"4", "garbage", ""} {
 		if _, err := c.Put(ctx, l.VersionKey(), bad); err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +127,7 @@ func TestLayoutVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	w1 := interleaved(cl, func() {
-		if _, err := c.Put(ctx, l.VersionKey(), "3"); err != nil {
+		if _, err := c.Put(ctx, l.VersionKey(), strconv.Itoa(etcd.LayoutVersion)); err != nil {
 			t.Error(err)
 		}
 	})

@@ -91,7 +91,7 @@ func Fleet(ctx context.Context, c *clientv3.Client, l Layout) (View, error) {
 			// The node is there, but what it holds is not known: it is
 			// listed (and counted) as not applied, never hidden.
 			v.Warnings = append(v.Warnings, Warning{Key: string(kv.Key),
-				Problem: fmt.Sprintf("not a node status (%v); node %s is listed, its status unknown", err, node)})
+				Problem: fmt.Sprintf("%s (%v); node %s is listed, its status unknown", unreadableStatus, err, node)})
 			v.Nodes = append(v.Nodes, NodeStatus{Node: node, Errors: []string{"status unreadable: not a node status"}})
 			continue
 		}
@@ -113,6 +113,10 @@ func Fleet(ctx context.Context, c *clientv3.Client, l Layout) (View, error) {
 	slices.SortFunc(v.Lost, func(a, b LostNode) int { return strings.Compare(a.Node, b.Node) })
 	return v, nil
 }
+
+// unreadableStatus begins the problem of a warning about a live node's
+// status that does not parse.
+const unreadableStatus = "not a node status"
 
 // nodeName is the node a key under prefix names; a key that names none
 // (a foreign key: PREFIX/status/a/b) is warned about.
@@ -222,6 +226,18 @@ func (v View) Applied(rev int64) (n, of int) {
 func (v View) Summary(rev int64) string {
 	n, m := v.Applied(rev)
 	return Summary(n, m, len(v.Lost), rev)
+}
+
+// SummaryMixed is the fleet's summary line while a rollout is under way:
+// the nodes hold different desired states, so it names no one revision:
+// "applied on N of M nodes, each at its own desired state (rollout ID under
+// way)", and " (K lost)" when lost > 0.
+func SummaryMixed(applied, nodes, lost int, rollout string) string {
+	s := fmt.Sprintf("applied on %d of %d nodes, each at its own desired state (rollout %s under way)", applied, nodes, rollout)
+	if lost > 0 {
+		s += fmt.Sprintf(" (%d lost)", lost)
+	}
+	return s
 }
 
 // Summary is the fleet's summary line: "applied on N of M nodes at

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,7 +33,7 @@ func (s *Source) Watch(ctx context.Context, after uint64) (<-chan reflector.Even
 	}
 	views := make(map[string]*view, len(listed))
 	for t, v := range listed {
-		v.fleet, v.own = maps.Clone(v.fleet), maps.Clone(v.own)
+		v.fleet, v.own, v.overlay = maps.Clone(v.fleet), maps.Clone(v.own), maps.Clone(v.overlay)
 		views[t] = &v
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -123,12 +124,27 @@ func (w *watcher) handle(resp clientv3.WatchResponse) bool {
 		if v == nil {
 			continue // a table this node does not take
 		}
-		allScope, ownScope := w.s.layout.Scope(table, ScopeAll), w.s.layout.Scope(table, NodeScope(w.s.node))
+		rev := uint64(ev.Kv.ModRevision)
 		var own bool
 		switch {
-		case strings.HasPrefix(key, allScope):
-		case strings.HasPrefix(key, ownScope):
+		case strings.HasPrefix(key, w.s.layout.Scope(table, ScopeAll)):
+			if key == w.s.layout.Current(table, ScopeAll) || key == w.s.layout.Pin(table, w.s.node) {
+				if !w.inForce(ev, table, v, rev) {
+					return false
+				}
+				changed = true
+				continue
+			}
+		case strings.HasPrefix(key, w.s.layout.Scope(table, NodeScope(w.s.node))):
 			own = true
+			if key == w.s.layout.Current(table, NodeScope(w.s.node)) {
+				if ev.Type == clientv3.EventTypeDelete || string(ev.Kv.Value) != v.genNode {
+					w.send(reflector.Event[[]byte]{Kind: reflector.Resync, Revision: rev})
+					return false
+				}
+				changed = true // rewritten by an in-place apply
+				continue
+			}
 		default:
 			continue // another node's
 		}
@@ -136,29 +152,156 @@ func (w *watcher) handle(resp clientv3.WatchResponse) bool {
 		if own {
 			scope, gen = NodeScope(w.s.node), v.genNode
 		}
-		rev := uint64(ev.Kv.ModRevision)
-		prefix := w.s.layout.Generation(table, scope, gen)
-		switch {
-		case key == w.s.layout.Current(table, scope):
-			if ev.Type == clientv3.EventTypeDelete || string(ev.Kv.Value) != gen {
-				// Another generation is in force: read it whole.
-				w.send(reflector.Event[[]byte]{Kind: reflector.Resync, Revision: rev})
-				return false
-			}
-			changed = true // rewritten by an in-place apply
-		case gen != "" && strings.HasPrefix(key, prefix):
+		if prefix := w.s.layout.Generation(table, scope, gen); gen != "" && strings.HasPrefix(key, prefix) {
 			changed = true
-			if !w.object(ev, table, strings.TrimPrefix(key, prefix), own, v, rev) {
+			name := strings.TrimPrefix(key, prefix)
+			if !own && v.overlay[name] {
+				continue // the pinned delta's object hides it
+			}
+			if !w.object(ev, table, name, own, v, rev) {
 				return false
 			}
 		}
-		// Other keys are generations being staged or deleted, counters.
+		// Other keys are generations being staged or deleted, counters,
+		// other nodes' pins.
 	}
 	// A watch delivers each revision whole and in order: every change of
 	// this node's desired state up to the last event's revision has been
 	// sent.
 	if n := len(resp.Events); changed && n > 0 {
 		return w.send(reflector.Event[[]byte]{Kind: reflector.Progress, Revision: uint64(resp.Events[n-1].Kv.ModRevision)})
+	}
+	return true
+}
+
+// inForce takes a write of scope all's current key or of the node's pin
+// of table: the fleet-wide generation in force for the node, and the
+// delta pinned over it. A delta pinned over the generation the node reads
+// is read and sent as its puts and deletes; a delta unpinned (its rollout
+// completed or rolled back) is undone by reading its objects in the
+// generation; a rewrite of the same generation changes nothing. Any other
+// change is a Resync. It returns false when the watch must end.
+func (w *watcher) inForce(ev *clientv3.Event, table string, v *view, rev uint64) bool {
+	value := string(ev.Kv.Value)
+	if ev.Type == clientv3.EventTypeDelete {
+		value = ""
+	}
+	isPin, old := string(ev.Kv.Key) == w.s.layout.Pin(table, w.s.node), v.pin
+	if isPin {
+		v.pin = value
+	} else {
+		v.current = value
+	}
+	same := inForceFor(v.current, v.pin) == v.genAll
+	pinMoved := isPin && value != old
+	switch {
+	case same && pinMoved && old == "" && isDelta(value):
+		return w.overlayOn(table, v, rev)
+	case same && pinMoved && isDelta(old) && value == "":
+		return w.overlayOff(table, v, rev)
+	case !same || (pinMoved && (isDelta(old) || isDelta(value))):
+		// Another fleet-wide generation is in force for this node: read
+		// it whole.
+		w.send(reflector.Event[[]byte]{Kind: reflector.Resync, Revision: rev})
+		return false
+	}
+	// Rewritten by an in-place apply or a rollout's end, or the pin and
+	// the current key now name the same generation (a rollout completed):
+	// the desired revision moved, not the state.
+	return true
+}
+
+// overlayOn reads the delta now pinned (at rev) and sends its puts and
+// deletes over the generation.
+func (w *watcher) overlayOn(table string, v *view, rev uint64) bool {
+	prefix := w.s.layout.Delta(table, v.pin)
+	type change struct {
+		put   bool
+		name  string
+		value []byte
+	}
+	var changes []change
+	bad := false
+	err := w.s.readRange(w.ctx, prefix, int64(rev), func(key string, value []byte, _ int64) {
+		op, name, _ := strings.Cut(key, "/")
+		if (op != "put" && op != "del") || checkName("object name", name) != nil {
+			bad = true
+		}
+		changes = append(changes, change{put: op == "put", name: name, value: value})
+	})
+	if err != nil || bad {
+		w.send(reflector.Event[[]byte]{Kind: reflector.Resync, Revision: rev}) // the list says what is wrong
+		return false
+	}
+	v.overlay = map[string]bool{}
+	for _, c := range changes {
+		v.overlay[c.name] = true
+		had := v.fleet[c.name]
+		if c.put {
+			v.fleet[c.name] = true
+		} else {
+			delete(v.fleet, c.name)
+		}
+		switch {
+		case v.own[c.name]: // the node's own object wins
+		case c.put:
+			if !w.send(reflector.Event[[]byte]{Kind: reflector.Put, Table: table, Key: c.name, Value: c.value, Revision: rev}) {
+				return false
+			}
+		case had:
+			if !w.send(reflector.Event[[]byte]{Kind: reflector.Delete, Table: table, Key: c.name, Revision: rev}) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// overlayOff undoes the delta unpinned: it reads the objects the delta
+// named in the generation at rev (where a completed rollout wrote them,
+// or a halted one left them) and sends them.
+func (w *watcher) overlayOff(table string, v *view, rev uint64) bool {
+	names := slices.Sorted(maps.Keys(v.overlay))
+	prefix := w.s.layout.Generation(table, ScopeAll, v.genAll)
+	values := map[string][]byte{}
+	for from := 0; from < len(names); from += maxTxnOps {
+		var gets []clientv3.Op
+		for _, name := range names[from:min(from+maxTxnOps, len(names))] {
+			gets = append(gets, clientv3.OpGet(prefix+name, clientv3.WithRev(int64(rev))))
+		}
+		rctx, cancel := w.s.request(w.ctx)
+		resp, err := w.s.client.Txn(rctx).Then(gets...).Commit()
+		cancel()
+		if err != nil {
+			w.send(reflector.Event[[]byte]{Kind: reflector.Resync, Revision: rev})
+			return false
+		}
+		for _, r := range resp.Responses {
+			for _, kv := range r.GetResponseRange().Kvs {
+				values[strings.TrimPrefix(string(kv.Key), prefix)] = kv.Value
+			}
+		}
+	}
+	v.overlay = nil
+	for _, name := range names {
+		value, ok := values[name]
+		had := v.fleet[name]
+		if ok {
+			v.fleet[name] = true
+		} else {
+			delete(v.fleet, name)
+		}
+		switch {
+		case v.own[name]:
+		case ok:
+			if !w.send(reflector.Event[[]byte]{Kind: reflector.Put, Table: table, Key: name, Value: value, Revision: rev}) {
+				return false
+			}
+		case had:
+			if !w.send(reflector.Event[[]byte]{Kind: reflector.Delete, Table: table, Key: name, Revision: rev}) {
+				return false
+			}
+		}
 	}
 	return true
 }

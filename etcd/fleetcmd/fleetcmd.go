@@ -33,8 +33,9 @@ type Config struct {
 	Program string
 }
 
-// Command returns `fleet` with its subcommands apply, status, watch and
-// forget, over the etcd named by the --etcd-* flags: the operator's side of
+// Command returns `fleet` with its subcommands apply (with --rollout),
+// rollout (status, resume, abort, history), status, watch and forget,
+// over the etcd named by the --etcd-* flags: the operator's side of
 // fleet mode, which any cobra root mounts (as statedbcmd's db). Errors that
 // choose an exit code implement ExitCode() int (ExitError).
 func Command(cfg Config) *cobra.Command {
@@ -51,6 +52,9 @@ fleet mode (--etcd-endpoints). Each table's objects are kept fleet-wide
 name, the node's wins).
 
   fleet apply -f FILE [--node NAME]   replace the desired state (fleet-wide, or one node's)
+  fleet apply -f FILE --rollout STEPS roll it out fleet-wide in steps, each gated by its nodes' answers
+  fleet rollout status|resume|abort|history
+                                      the rollout under way, and the last ones
   fleet status [--wait]               every node, live or lost: revision reached, received, applied, errors
   fleet watch                         the same, again at every change
   fleet forget NODE                   stop listing a lost node
@@ -61,7 +65,7 @@ not know, rather than misread it.`,
 	opts := &etcd.ClientOptions{Prefix: etcd.DefaultPrefix}
 	opts.Flags(cmd.PersistentFlags())
 	c := &commands{cfg: cfg, opts: opts}
-	cmd.AddCommand(c.apply(), c.status(), c.watch(), c.forget())
+	cmd.AddCommand(c.apply(), c.rollout(), c.status(), c.watch(), c.forget())
 	return cmd
 }
 
@@ -101,7 +105,7 @@ func (e ExitError) ExitCode() int { return e.Code }
 // apply is `fleet apply`.
 func (c *commands) apply() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "apply -f FILE [--node NAME]",
+		Use:   "apply -f FILE [--node NAME | --rollout STEPS [--canary-nodes A,B] [--max-failures N|P%] [--step-timeout D] [--step-pause D]] [--force]",
 		Short: "Validate a desired-state file as a node does and make it the fleet's (or one node's) desired state",
 		Long: `Validate a desired-state file exactly as a node does and make it
 the desired state of every node (or, with --node, of that node alone),
@@ -120,14 +124,40 @@ and retries, at most ` + fmt.Sprint(maxApplyRetries) + ` times, and says so on s
 concurrent applies of different files end with one file's state in force,
 never a mix. Its last line says the etcd revision at which the file's state
 went into force ("... in force at revision R"), and whether it retried;
-` + "`fleet status`" + ` says which nodes have applied it.`,
+` + "`fleet status`" + ` says which nodes have applied it.
+
+With --rollout STEPS the file's state goes in force fleet-wide step by
+step (etcd.StartRollout): STEPS is a comma list of node counts and
+percentages ending in 100% (1,10%,50%,100%: a step of p% reaches
+ceil(p x the live nodes at the start) in all), the live nodes taken by
+name, --canary-nodes first. Each node of a step switches from the old
+state to the new in one transaction; then the step waits until every one
+of them answers: ACK (it applied the new state) or NACK (an object in
+Error, Rejected or DeleteFailing, with the error). More NACKing nodes
+over the whole rollout than --max-failures, or a step not answered within
+--step-timeout, halts the rollout and rolls it back: every reached node returns to the
+state in force before it. Each step is printed as it goes; the exit code
+is 0 when every step passed, ` + fmt.Sprint(RolloutHalted) + ` when it halted (naming the nodes and
+errors), ` + fmt.Sprint(RolloutInterrupted) + ` when this command stopped first (the rollout is then
+paused: ` + "`fleet rollout resume|abort`" + `). Nodes outside the reached steps, and
+nodes that join meanwhile, keep the old state until the rollout completes.
+
+While a rollout is under way or paused every apply is refused, naming it;
+--force aborts (rolls back) that rollout first (retried, as an apply is,
+when its driver writes meanwhile).`,
 		Args: cobra.NoArgs,
 	}
 	file := cmd.Flags().StringP("filename", "f", "", "the desired-state file (YAML, or JSON if it ends in .json)")
 	node := cmd.Flags().String("node", "", "apply to this node alone (default: every node)")
+	var rf rolloutFlags
+	rf.declare(cmd.Flags())
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if *file == "" {
 			return ExitError{Code: ExitUsage, Err: errors.New("-f: give the desired-state file to apply")}
+		}
+		steps, limit, err := rf.check(cmd.Flags(), *node)
+		if err != nil {
+			return err
 		}
 		data, err := os.ReadFile(*file)
 		if err != nil {
@@ -157,6 +187,17 @@ went into force ("... in force at revision R"), and whether it retried;
 			return err
 		}
 		defer client.Close()
+		if rf.force {
+			fctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
+			err := abortFirst(fctx, client, c.opts.Layout(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+			cancel()
+			if err != nil {
+				return err
+			}
+		}
+		if steps != nil {
+			return rollOut(cmd, client, c.opts.Layout(), *file, objects, &rf, steps, limit)
+		}
 		ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 		defer cancel()
 		rev, retries, err := applyWhole(ctx, client, c.opts.Layout(), scope, objects, func(attempt int, err error) {
@@ -246,15 +287,22 @@ under the prefix that are not a node's (malformed, foreign) are named in
 warning lines and skipped. The last line is the summary "applied on N of M
 nodes at revision R", R being the latest desired state, M counting live
 and lost nodes, followed by " (K lost)" when K > 0 (a lost node is never
-counted as applied: what it holds now is not known).
+counted as applied: what it holds now is not known). While a rollout is
+under way (` + "`fleet apply --rollout`" + `) the nodes it switched and the others
+hold different desired states: a line names it (its id, running or
+paused, the step under way, the nodes switched) and the summary reads
+"applied on N of M nodes, each at its own desired state (rollout ID under
+way)", naming no revision.
 
 With --wait it waits, following the prefix with an etcd watch, until at
 least one node is live and every live node applied revision R
 (--revision, default: the latest desired state when it starts; a node
 counts once it applied its own desired state at or past R), prints the
 status and exits 0 (with no live node, nothing is applied anywhere known:
-it waits); it exits 1 as soon as a live
-node that received it reports an error (objects in Error or Rejected), and
+it waits; while a rollout is under way it waits for it to finish, and
+says so on stderr); it exits 1 as soon as a live
+node that received it reports an error (objects in Error, Rejected or
+DeleteFailing), and
 2 after --timeout, printing the status last read either way.`,
 		Args: cobra.NoArgs,
 	}
@@ -280,7 +328,7 @@ node that received it reports an error (objects in Error or Rejected), and
 		defer client.Close()
 		if *wait {
 			return waitFleet(cmd.Context(), client, c.opts.Layout(), c.cfg.Tables, waitOptions{revision: *revision, timeout: *timeout, objects: *objects},
-				cmd.OutOrStdout(), *format)
+				cmd.OutOrStdout(), cmd.ErrOrStderr(), *format)
 		}
 		rep, err := Read(cmd.Context(), client, c.opts.Layout(), c.cfg.Tables, *objects)
 		if err != nil {

@@ -1,6 +1,7 @@
 package fleetcmd
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -26,9 +27,58 @@ type Report struct {
 	Applied  int          `json:"applied" yaml:"applied"`   // live nodes that applied it
 	Lost     int          `json:"lost" yaml:"lost"`
 	Nodes    []NodeReport `json:"nodes" yaml:"nodes"` // live and lost, by name
+	// Rollout is the rollout under way when the fleet was read, if any:
+	// the nodes it switched and the others hold different desired
+	// states, so Revision is not every node's and the summary names no
+	// revision.
+	Rollout *RolloutReport `json:"rollout,omitempty" yaml:"rollout,omitempty"`
 	// Warnings name the keys under the prefix the view skipped.
 	Warnings []string `json:"warnings,omitempty" yaml:"warnings,omitempty"`
 	read     int64    // the etcd revision it was read at
+}
+
+// RolloutReport is the rollout under way, as `fleet status` says it.
+type RolloutReport struct {
+	ID       string `json:"id" yaml:"id"`
+	State    string `json:"state" yaml:"state"` // etcd.RolloutRunning or etcd.RolloutPaused
+	Step     int    `json:"step" yaml:"step"`   // the step under way, from 1
+	Steps    int    `json:"steps" yaml:"steps"`
+	Switched int    `json:"switched" yaml:"switched"` // nodes switched to its new state
+	Nodes    int    `json:"nodes" yaml:"nodes"`
+	// Unreadable says why its state does not parse (ID, Step and the
+	// counts are then unknown).
+	Unreadable string `json:"unreadable,omitempty" yaml:"unreadable,omitempty"`
+}
+
+// String is the line `fleet status` prints for it.
+func (r RolloutReport) String() string {
+	if r.Unreadable != "" {
+		return fmt.Sprintf("a rollout is under way, its state unreadable (%s): nodes hold different desired states; `fleet rollout abort` rolls it back", r.Unreadable)
+	}
+	return fmt.Sprintf("rollout %s %s: step %d of %d, %d of %d nodes switched to its new state (`fleet rollout status` for each node's answer)",
+		r.ID, r.State, min(r.Step, r.Steps), r.Steps, r.Switched, r.Nodes)
+}
+
+// readRollout reads the rollout under way as of revision rev (the fleet
+// view's): nil when there is none.
+func readRollout(ctx context.Context, c *clientv3.Client, l etcd.Layout, rev int64) (*RolloutReport, error) {
+	resp, err := c.Txn(ctx).Then(clientv3.OpGet(l.RolloutActive(), clientv3.WithRev(rev)), clientv3.OpGet(l.RolloutDriver(), clientv3.WithRev(rev))).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("reading the rollout under way: %w", err)
+	}
+	active, driver := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
+	if len(active) == 0 {
+		return nil, nil
+	}
+	var r etcd.Rollout
+	if err := json.Unmarshal(active[0].Value, &r); err != nil || r.ID == "" {
+		return &RolloutReport{Unreadable: fmt.Sprintf("%s: %v", l.RolloutActive(), cmp.Or[any](err, "no id"))}, nil
+	}
+	st := &RolloutReport{ID: r.ID, State: etcd.RolloutPaused, Step: r.Step + 1, Steps: len(r.Steps), Switched: r.Switched, Nodes: len(r.Nodes)}
+	if len(driver) > 0 {
+		st.State = etcd.RolloutRunning
+	}
+	return st, nil
 }
 
 // The states of a node in the report.
@@ -60,7 +110,8 @@ type NodeReport struct {
 }
 
 // Read reads every node's status, live or lost, and its desired revision
-// over tables; with objects, also each live node's objects not Done.
+// over tables, and the rollout under way if any (as of the fleet view's
+// revision); with objects, also each live node's objects not Done.
 func Read(ctx context.Context, c *clientv3.Client, l etcd.Layout, tables []string, objects bool) (Report, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -71,6 +122,9 @@ func Read(ctx context.Context, c *clientv3.Client, l etcd.Layout, tables []strin
 	rep := Report{Nodes: []NodeReport{}, read: view.Revision, Lost: len(view.Lost)}
 	for _, w := range view.Warnings {
 		rep.Warnings = append(rep.Warnings, w.String())
+	}
+	if rep.Rollout, err = readRollout(ctx, c, l, view.Revision); err != nil {
+		return Report{}, err
 	}
 	// The fleet-wide state's revision counts even with no node up.
 	if rep.Revision, err = fleetWideRevision(ctx, c, l, tables); err != nil {
@@ -112,6 +166,9 @@ func Read(ctx context.Context, c *clientv3.Client, l etcd.Layout, tables []strin
 		rep.Nodes = append(rep.Nodes, n)
 	}
 	rep.Summary = etcd.Summary(rep.Applied, len(rep.Nodes), rep.Lost, rep.Revision)
+	if rep.Rollout != nil {
+		rep.Summary = etcd.SummaryMixed(rep.Applied, len(rep.Nodes), rep.Lost, cmp.Or(rep.Rollout.ID, "unreadable"))
+	}
 	return rep, nil
 }
 
@@ -216,6 +273,9 @@ func (rep Report) Print(w io.Writer, format string) error {
 	}
 	for _, warning := range rep.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warning)
+	}
+	if rep.Rollout != nil {
+		fmt.Fprintln(w, rep.Rollout)
 	}
 	_, err := fmt.Fprintln(w, rep.Summary)
 	return err

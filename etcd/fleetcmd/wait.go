@@ -24,10 +24,13 @@ type waitOptions struct {
 }
 
 // waitVerdict tells where rep stands for the desired state of revision rev:
-// done when at least one node is live and every live node applied its
-// current desired state (the state rev holds for it, or a later one);
+// done when no rollout is under way, at least one node is live and every
+// live node applied its current desired state (the state rev holds for it,
+// or a later one: during a rollout the nodes not reached hold the old
+// state, so it is never done then);
 // failed (the nodes, with their errors) when a live node that received it
-// reports objects in Error or Rejected; neither while rep's latest desired
+// reports objects in Error, Rejected or DeleteFailing (NodeStatus.Failed);
+// neither while rep's latest desired
 // state is older than rev, or no node is live (nodes not started yet, or
 // all lost: nothing is applied anywhere known).
 func waitVerdict(rep Report, rev int64) (done bool, failed []string) {
@@ -42,19 +45,21 @@ func waitVerdict(rep Report, rev int64) (done bool, failed []string) {
 		}
 		live++
 		if n.NodeStatus.Failed(n.Desired) {
-			failed = append(failed, fmt.Sprintf("%s (Error=%d, %s=%d: %s)", n.Node, n.Objects["Error"], etcd.Rejected, n.Objects[etcd.Rejected], strings.Join(n.Errors, "; ")))
+			failed = append(failed, fmt.Sprintf("%s (Error=%d, %s=%d, %s=%d: %s)", n.Node, n.Objects["Error"], etcd.Rejected, n.Objects[etcd.Rejected],
+				etcd.DeleteFailing, n.Objects[etcd.DeleteFailing], strings.Join(n.Errors, "; ")))
 		}
 		done = done && n.Applied
 	}
-	return done && live > 0, failed
+	return done && live > 0 && rep.Rollout == nil, failed
 }
 
 // waitFleet is `fleet status --wait`: it reads the fleet, and again after
 // every change under the prefix (an etcd watch from the revision read),
 // until waitVerdict says done or failed or the timeout passes; then it
 // prints the status last read and returns nil (exit 0) or an ExitError of
-// code WaitFailed or WaitTimedOut.
-func waitFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout, tables []string, o waitOptions, w io.Writer, format string) error {
+// code WaitFailed or WaitTimedOut. While a rollout is under way it says so
+// on errw (each time the rollout's line changes).
+func waitFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout, tables []string, o waitOptions, w, errw io.Writer, format string) error {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	rep, err := Read(ctx, c, l, tables, o.objects)
@@ -65,6 +70,7 @@ func waitFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout, tables []
 	if rev == 0 {
 		rev = rep.Revision
 	}
+	said := ""
 	for {
 		done, failed := waitVerdict(rep, rev)
 		switch {
@@ -75,6 +81,10 @@ func waitFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout, tables []
 			return ExitError{Code: WaitFailed, Err: fmt.Errorf("revision %d: %d live node(s) report errors: %s", rev, len(failed), strings.Join(failed, ", "))}
 		case done:
 			return rep.Print(w, format)
+		}
+		if rep.Rollout != nil && rep.Rollout.String() != said {
+			said = rep.Rollout.String()
+			fmt.Fprintf(errw, "waiting for the rollout under way to finish: %s\n", said)
 		}
 		if o.waiting != nil {
 			o.waiting()
@@ -110,7 +120,11 @@ func waitTimeout(c *clientv3.Client, l etcd.Layout, tables []string, o waitOptio
 	if err := last.Print(w, format); err != nil {
 		return err
 	}
-	return ExitError{Code: WaitTimedOut, Err: fmt.Errorf("timed out after %v waiting for every live node to apply revision %d: %s", o.timeout, rev, last.Summary)}
+	why := ""
+	if last.Rollout != nil {
+		why = "; " + last.Rollout.String()
+	}
+	return ExitError{Code: WaitTimedOut, Err: fmt.Errorf("timed out after %v waiting for every live node to apply revision %d: %s%s", o.timeout, rev, last.Summary, why)}
 }
 
 // waitChange returns once a key under prefix changed after revision

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -127,6 +128,14 @@ func TestFleetStatusWait(t *testing.T) {
 		}
 	})
 
+	t.Run("delete failing", func(t *testing.T) {
+		f := newFleetFixture(t, cl)
+		f.node("n1", etcd.NodeStatus{Revision: f.rev, Objects: map[string]int{"Done": 2, etcd.DeleteFailing: 1}})
+		if code, out, errOut := f.run("status", "--wait", "--timeout", "30s"); code != WaitFailed || !strings.Contains(errOut, etcd.DeleteFailing+"=1") {
+			t.Fatalf("exit %d, want 1 naming %s\n%s%s", code, etcd.DeleteFailing, out, errOut)
+		}
+	})
+
 	t.Run("no live node", func(t *testing.T) {
 		// Lost nodes only, then none at all: nothing is applied anywhere
 		// known, so it waits (here until the timeout).
@@ -194,7 +203,7 @@ func TestFleetStatusWait(t *testing.T) {
 			}
 		}}
 		var out bytes.Buffer
-		err := waitFleet(t.Context(), f.c, f.l, testTables, o, &out, "table")
+		err := waitFleet(t.Context(), f.c, f.l, testTables, o, &out, io.Discard, "table")
 		if waits < 1 {
 			t.Fatalf("it never waited: %v\n%s", err, out.String())
 		}

@@ -9,13 +9,21 @@
 //	                                      the same, from etcd (fleet mode)
 //	agent fleet apply -f FILE [--node N]  make FILE the fleet's (or one
 //	                                      node's) desired state
+//	agent fleet apply -f FILE --rollout STEPS [--canary-nodes A,B] ...
+//	                                      the same fleet-wide in steps, each
+//	                                      gated by its nodes' ACK or NACK,
+//	                                      rolled back on failure
+//	agent fleet rollout status|resume|abort|history
+//	                                      the rollout under way; the last 20
 //	agent fleet status|watch              every node, live or lost: revision
 //	                                      reached, received, applied, objects,
 //	                                      errors; "applied on N of M nodes at
-//	                                      revision R" (and " (K lost)")
+//	                                      revision R" (and " (K lost)"); during
+//	                                      a rollout, its line and no revision
 //	agent fleet status --wait [--revision R] [--timeout D]
 //	                                      exit 0 once every live node applied
-//	                                      R, 1 on a node's error, 2 on timeout
+//	                                      R and no rollout is under way, 1 on a
+//	                                      node's error, 2 on timeout
 //	agent fleet forget NODE               stop listing a lost node
 //	agent diff [--netns ...] [--format ...]  what a run would change, changing
 //	                                      nothing (exit 0: nothing, 1: changes,
