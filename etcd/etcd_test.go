@@ -3,11 +3,12 @@ package etcd_test
 import (
 	"context"
 	"fmt"
-	"net"
+
 	"net/url"
 	"testing"
 	"time"
 
+	"github.com/steadystate/steadystate/etcd/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/goleak"
@@ -24,17 +25,6 @@ func TestMain(m *testing.M) {
 	)
 }
 
-// freeURL returns http://127.0.0.1:PORT with a port free right now.
-func freeURL(t *testing.T) url.URL {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return url.URL{Scheme: "http", Host: ln.Addr().String()}
-}
-
 // startEtcd runs a one-member etcd (the embedded server of etcd v3.7) on
 // 127.0.0.1 until the test ends and returns a client of it.
 func startEtcd(t *testing.T) *clientv3.Client {
@@ -42,9 +32,17 @@ func startEtcd(t *testing.T) *clientv3.Client {
 	cfg := embed.NewConfig()
 	cfg.Name = "test"
 	cfg.Dir = t.TempDir()
-	client, peer := freeURL(t), freeURL(t)
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+	urls := etcdtest.FreeURLs(t, 2)
+	client, err := url.Parse(urls[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := url.Parse(urls[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*client}, []url.URL{*client}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peer}, []url.URL{*peer}
 	cfg.InitialCluster = fmt.Sprintf("%s=%s", cfg.Name, peer.String())
 	cfg.LogLevel = "error"
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())

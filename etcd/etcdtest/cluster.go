@@ -100,8 +100,9 @@ func StartCluster(t testing.TB, bin string, n int) *Cluster {
 	}
 	c := &Cluster{t: t, bin: bin, log: logf}
 	var initial []string
+	urls := FreeURLs(t, 2*n)
 	for i := range n {
-		m := &Member{Name: fmt.Sprintf("m%d", i), ClientURL: freeURL(t), PeerURL: freeURL(t), dir: filepath.Join(root, fmt.Sprintf("m%d", i))}
+		m := &Member{Name: fmt.Sprintf("m%d", i), ClientURL: urls[2*i], PeerURL: urls[2*i+1], dir: filepath.Join(root, fmt.Sprintf("m%d", i))}
 		c.Members = append(c.Members, m)
 		initial = append(initial, m.Name+"="+m.PeerURL)
 	}
@@ -132,14 +133,21 @@ func tail(b []byte, n int) []byte {
 	return b
 }
 
-// freeURL returns http://127.0.0.1:PORT with a port free right now.
-func freeURL(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+// FreeURLs returns n URLs http://127.0.0.1:PORT with distinct ports free
+// right now. Every listener stays open until all are taken: a port closed
+// at once may be handed out again by the next Listen (a cluster whose two
+// members had one peer URL failed to start).
+func FreeURLs(t testing.TB, n int) []string {
+	var urls []string
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		urls = append(urls, "http://"+ln.Addr().String())
 	}
-	defer ln.Close()
-	return "http://" + ln.Addr().String()
+	return urls
 }
 
 func (c *Cluster) start(m *Member, state string) {
