@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -106,18 +107,33 @@ func runCommand(ctx context.Context, stdin []byte, name string, args ...string) 
 }
 
 // runCommandNoted is runCommand that gives started, if not nil, the
-// process ID once the command has started.
+// process ID once the command has started, before the command reads its
+// input.
 func runCommandNoted(ctx context.Context, stdin []byte, started func(pid int), name string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
-	if stdin != nil {
+	var input io.WriteCloser
+	var err error
+	switch {
+	case started != nil:
+		// The input goes in only once started knows the process: it can
+		// change nothing before (its notifications would be taken for
+		// another program's).
+		if input, err = cmd.StdinPipe(); err != nil {
+			return nil, &commandError{cmd: name, err: err}
+		}
+	case stdin != nil:
 		cmd.Stdin = bytes.NewReader(stdin)
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Start()
+	err = cmd.Start()
 	if err == nil {
 		if started != nil {
 			started(cmd.Process.Pid)
+			// A write error (the process exited early) shows in Wait's
+			// error and its stderr.
+			input.Write(stdin)
+			input.Close()
 		}
 		err = cmd.Wait()
 	}
