@@ -164,10 +164,10 @@ func TestNodeRevisionTruth(t *testing.T) {
 	apply(etcd.ScopeAll, "ta", values("a", "2", "x", "1"), "tb", values("b", "1"), "tc", values("c", "1"))
 	reached("a changed fleet-wide under the own one")
 	apply(etcd.NodeScope("n1"), "ta", values())
+	reached("the own a removed")
 	if got := n.contents()["ta"]["a"]; got != "2" {
 		t.Fatalf("the own a removed: the node holds a=%q, want the fleet-wide 2", got)
 	}
-	reached("the own a removed")
 
 	// A generation flip of ta (200 objects: staged) and an in-place
 	// change of tb, at once (they name different tables: no conflict).

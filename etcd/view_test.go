@@ -131,13 +131,15 @@ func TestLostNode(t *testing.T) {
 	p := publish(t, dying, l, "dying", time.Second, etcd.NodeStatus{})
 	p.Publish(etcd.NodeStatus{Revision: 9, Objects: map[string]int{"Done": 3}})
 	waitView(t, c, l, "dying at revision 9", func(v etcd.View) bool { return len(v.Nodes) == 2 && v.Nodes[0].Revision == 9 })
-	rec, err := c.Get(ctx, l.Record("dying"))
-	if err != nil || len(rec.Kvs) != 1 {
-		t.Fatalf("dying's record: %v", err)
+	// Both read at one revision: the publisher may write them again
+	// meanwhile (the record is rewritten with every status).
+	both, err := c.Txn(ctx).Then(clientv3.OpGet(l.Record("dying")), clientv3.OpGet(l.Status("dying"))).Commit()
+	if err != nil {
+		t.Fatal(err)
 	}
-	status, err := c.Get(ctx, l.Status("dying"))
-	if err != nil || len(status.Kvs) != 1 || status.Kvs[0].ModRevision != rec.Kvs[0].ModRevision || status.Kvs[0].Lease == 0 || rec.Kvs[0].Lease != 0 {
-		t.Fatalf("the record is not written with the status, without a lease: status %v, record %v (%v)", status.Kvs, rec.Kvs, err)
+	rec, status := both.Responses[0].GetResponseRange(), both.Responses[1].GetResponseRange()
+	if len(rec.Kvs) != 1 || len(status.Kvs) != 1 || status.Kvs[0].ModRevision != rec.Kvs[0].ModRevision || status.Kvs[0].Lease == 0 || rec.Kvs[0].Lease != 0 {
+		t.Fatalf("the record is not written with the status, without a lease: status %v, record %v", status.Kvs, rec.Kvs)
 	}
 	if err := etcd.Forget(ctx, c, l, "dying"); !errors.Is(err, etcd.ErrNodeLive) || !strings.Contains(err.Error(), "stop it first") {
 		t.Fatalf("forgetting a live node: %v", err)
@@ -148,10 +150,17 @@ func TestLostNode(t *testing.T) {
 	if len(v.Lost) != 1 {
 		t.Fatalf("lost %+v, want dying", v.Lost)
 	}
+	// The record as the node left it (its last write may come after the
+	// read above).
+	last, err := c.Get(ctx, l.Record("dying"))
+	if err != nil || len(last.Kvs) != 1 {
+		t.Fatalf("dying's record after its death: %v", err)
+	}
+	seen := last.Kvs[0].ModRevision
 	lost := v.Lost[0]
-	if lost.Node != "dying" || lost.Revision != 9 || lost.Objects["Done"] != 3 || lost.SeenRevision != rec.Kvs[0].ModRevision ||
+	if lost.Node != "dying" || lost.Revision != 9 || lost.Objects["Done"] != 3 || lost.SeenRevision != seen ||
 		lost.LastSeen.Before(before.Add(-time.Second)) || lost.LastSeen.After(time.Now()) {
-		t.Fatalf("lost node %+v (seen at revision %d, after %v)", lost, rec.Kvs[0].ModRevision, before)
+		t.Fatalf("lost node %+v (seen at revision %d, after %v)", lost, seen, before)
 	}
 	// Lost counts in M, never in N, and is said.
 	if got, want := v.Summary(9), "applied on 1 of 2 nodes at revision 9 (1 lost)"; got != want {
