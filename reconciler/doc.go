@@ -76,7 +76,10 @@
 //
 // Recovery is visible. An object whose update succeeds after failing leaves
 // the health report at once, and is logged once at Info, "Done after N
-// failures: OBJ", N counting its failures in a row (incremental.go).
+// failures: OBJ", N counting its failures in a row (incremental.go). A
+// round logs ten such lines (and ten "Drift repaired") at most, and the
+// rest as one count when it ends (roundlog.go): a link that comes back
+// under 50,000 routes logs a dozen lines, not 50,000.
 //
 // No prune before initialization. A prune, and so
 // Target.Prune, waits until the table is initialized (every initializer

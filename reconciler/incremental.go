@@ -94,6 +94,7 @@ func (r *reconciler[Obj]) processRound(ctx context.Context, txn statedb.ReadTxn,
 	if wtxn != nil {
 		wtxn.Commit()
 	}
+	r.endRound()
 }
 
 // failedAttempt records that w's operation failed: w goes to the retry
@@ -225,7 +226,9 @@ func (r *reconciler[Obj]) succeeded(w *work[Obj]) {
 	if n == 1 {
 		failures = "failure"
 	}
-	r.cfg.Logger.Info(fmt.Sprintf("Done after %d %s: %s", n, failures, describe(r.cfg.Table, w.obj)), "failures", n)
+	if r.roundLog.recovery() {
+		r.cfg.Logger.Info(fmt.Sprintf("Done after %d %s: %s", n, failures, describe(r.cfg.Table, w.obj)), "failures", n)
+	}
 }
 
 // forget drops every record of failure of key: it succeeded.

@@ -69,6 +69,7 @@ func (r *reconciler[Obj]) pruneStep(ctx context.Context) <-chan struct{} {
 	for _, c := range repairs {
 		r.recordRepair(Repair{Object: c.Object, Changes: Plan{c}, FoundBy: FoundByPrune, At: now})
 	}
+	r.endRound()
 	r.cfg.Metrics.PruneRoundDone(r.cfg.Name, r.tableName, time.Since(start), nil)
 	return nil
 }

@@ -46,6 +46,7 @@ type reconciler[Obj any] struct {
 	db        *statedb.DB
 	cfg       Config[Obj]
 	tableName string           // cfg.Table.Name(), for metrics
+	roundLog  roundLog         // the lines the round under way logged
 	batch     BatchTarget[Obj] // nil unless the target implements it
 	planner   Planner[Obj]     // nil unless the target implements it
 	// batchPlanner is nil unless the target implements it (and Planner).

@@ -2,6 +2,7 @@ package reconciler_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -99,4 +100,46 @@ func (l *logRecorder) matching(substr string) []string {
 		}
 	}
 	return out
+}
+
+// A round logs ten recoveries one by one at most, and the rest as one
+// count when it ends: 25 objects that failed once and then succeed in one
+// round log 10 lines and "15 more objects".
+func TestRecoveryLogBounded(t *testing.T) {
+	f := newFixture(t, false)
+	logs := &logRecorder{}
+	f.cfg.Logger = slog.New(logs)
+	f.start()
+
+	var objs []*testObj
+	for i := range 25 {
+		id := fmt.Sprintf("o%02d", i)
+		f.target.Inject(id, reconcilertest.Fault{Times: 1})
+		objs = append(objs, &testObj{ID: id, Value: 1})
+	}
+	f.insert(objs...)
+	for _, o := range objs {
+		f.waitStatus(o.ID, reconciler.StatusKindDone, "")
+	}
+	f.mustReconcile()
+
+	one, more := 0, logs.matching("Done after failures:")
+	for _, l := range logs.matching("Done after 1 failure:") {
+		if strings.HasPrefix(l, "INFO Done after 1 failure: o") {
+			one++
+		}
+	}
+	// The retries may come in more than one round: each round logs at most
+	// ten lines and counts the rest, and every object is in one of them.
+	counted := 0
+	for _, l := range more {
+		var n int
+		if _, err := fmt.Sscanf(l, "INFO Done after failures: %d more", &n); err != nil {
+			t.Fatalf("summary line %q: %v", l, err)
+		}
+		counted += n
+	}
+	if one+counted != 25 || one > 10*max(1, len(more)) {
+		t.Fatalf("%d lines one by one and %d counted in %q: want 25 in all, at most 10 a round", one, counted, more)
+	}
 }

@@ -22,8 +22,9 @@ const (
 
 // Repair is one repair of drift: an object whose real state was found
 // changed behind the reconciler's back, and put back. Every repair is
-// logged ("Drift repaired"), counted (Metrics.DriftRepaired) and handed to
-// Config.OnRepair.
+// counted (Metrics.DriftRepaired) and handed to Config.OnRepair; the first
+// ten of a round are logged one by one ("Drift repaired"), the rest in one
+// line at the round's end.
 type Repair struct {
 	// Object names the object: its String(), or its primary key; for a
 	// prune's repair, the Object of the change.
@@ -48,7 +49,9 @@ func (r *reconciler[Obj]) repaired(w *work[Obj], now time.Time) {
 
 // recordRepair logs, counts and hands on one repair.
 func (r *reconciler[Obj]) recordRepair(rep Repair) {
-	r.cfg.Logger.Info("Drift repaired", "object", rep.Object, "changes", rep.Changes.String(), "foundBy", rep.FoundBy)
+	if r.roundLog.repair() {
+		r.cfg.Logger.Info("Drift repaired", "object", rep.Object, "changes", rep.Changes.String(), "foundBy", rep.FoundBy)
+	}
 	r.cfg.Metrics.DriftRepaired(r.cfg.Name, r.tableName, 1)
 	if r.cfg.OnRepair != nil {
 		r.cfg.OnRepair(rep)
