@@ -131,3 +131,28 @@ func (t *Target) learnTextsIn(ctx context.Context, table string, chains map[stri
 
 // builtinOf returns the built-in chain of an owned chain's name.
 func builtinOf(owned, prefix string) string { return owned[len(prefix)+1:] }
+
+// learnUnrecorded learns the texts of the desired rules of every chain of
+// plans that has rules but no record (the target has not written it since
+// it started: after a restart), so that apply recognizes the rules already
+// in place by their text and leaves them alone instead of rewriting the
+// chain. A chain that is empty or absent needs nothing learned. If
+// learning fails (no scratch namespace, a failing iptables-restore), the
+// rules of those chains are not recognized and the chains are rewritten,
+// as a target without a record always did. t.mu is held.
+func (t *Target) learnUnrecorded(ctx context.Context, plans []*chainPlan, state map[string]*tableState) {
+	todo := map[string]map[string][]desiredRule{} // by table, owned chain
+	for _, p := range plans {
+		st := state[p.table]
+		if st == nil || len(st.owned[p.owned]) == 0 || len(p.desired) == 0 || len(t.written[recordKey{p.table, p.owned}]) > 0 {
+			continue
+		}
+		if todo[p.table] == nil {
+			todo[p.table] = map[string][]desiredRule{}
+		}
+		todo[p.table][p.owned] = p.desired
+	}
+	for table, chains := range todo {
+		_ = t.learnTexts(ctx, table, chains) // on failure: rewritten, see above
+	}
+}

@@ -306,9 +306,16 @@ func (t *Target) apply(ctx context.Context, plans []*chainPlan, state map[string
 	sort.Slice(plans, func(i, j int) bool {
 		return plans[i].table < plans[j].table || plans[i].table == plans[j].table && plans[i].owned < plans[j].owned
 	})
+	t.learnUnrecorded(ctx, plans, state)
 	for _, p := range plans {
-		if st := state[p.table]; st != nil {
-			p.actual = identify(t.learnedRecord(p.table, p.owned), st.owned[p.owned])
+		st := state[p.table]
+		if st == nil {
+			continue
+		}
+		if rec := t.learnedRecord(p.table, p.owned); len(rec) > 0 {
+			p.actual = identify(rec, st.owned[p.owned])
+		} else {
+			p.actual = t.identifyLearned(p.table, p.owned, p.desired, st.owned[p.owned])
 		}
 	}
 	culprits = map[string]error{}
@@ -387,8 +394,9 @@ func buildInput(plans []*chainPlan, state map[string]*tableState) *restoreInput 
 // state (the rules of desired in that chain): rules that are not desired,
 // duplicates, strays and rules changed behind the target's back are
 // deleted, and missing rules are put back, all in one iptables-restore.
-// A chain whose content the target cannot recognize (a new target, after
-// a restart) is rewritten whole in that batch. Chains without desired
+// A new target (after a restart) recognizes the rules of a chain by the
+// texts it learns for them (see learnUnrecorded); where it cannot learn,
+// the chain is rewritten whole in that batch. Chains without desired
 // rules are unhooked and deleted. Chains that do not exist are left to the
 // Updates of a refresh (the reconciler's RefreshInterval). Rules outside its
 // chains are never touched, except its own hooks. Invalid rules and rules
