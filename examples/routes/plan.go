@@ -99,8 +99,7 @@ func (t *Target) planAgainst(r *Route, want *kroute, current map[RouteKey]netlin
 	case !found:
 		return reconciler.Plan{{Action: reconciler.ActionAdd, Object: routeName(want.key), Detail: t.attrs(want.typ, want.via, want.oif)}}, nil
 	case int(cur.Protocol) != t.proto:
-		return nil, fmt.Errorf("route %s: %w (protocol %s, not %d); remove it or change the desired route's table or metric",
-			r, ErrForeignRoute, cur.Protocol, t.proto)
+		return nil, t.foreign(r, cur)
 	case sameRoute(cur, want):
 		t.watched.expect(*want) // as the target would write it: its notifications are no drift
 		return nil, nil
