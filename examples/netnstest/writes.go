@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+	mdnetlink "github.com/mdlayher/netlink"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -66,7 +67,7 @@ func WatchWrites(t testing.TB, ns netnsutil.NS) *Writes {
 		f.Close()
 		t.Fatalf("watching the routes of %s: %v", ns, err)
 	}
-	w.conn, err = nftables.New(nftables.WithNetNSFd(int(f.Fd())))
+	w.conn, err = nftables.New(nftables.WithNetNSFd(int(f.Fd())), nftables.WithSockOptions(forceReadBuffer(32<<20)))
 	if err == nil {
 		w.nftMon = nftables.NewMonitor(nftables.WithMonitorEventBuffer(1 << 16))
 		w.nft, err = w.conn.AddMonitor(w.nftMon)
@@ -173,6 +174,28 @@ func (w *Writes) stop() {
 	}
 	w.conn.CloseLasting()
 	w.nsFile.Close()
+}
+
+// forceReadBuffer sets the receive buffer of the nf_tables notifications'
+// socket to n bytes, past rmem_max (the tests run as root), so that a
+// program that rewrites thousands of rules loses none of them.
+func forceReadBuffer(n int) nftables.SockOption {
+	return func(c *mdnetlink.Conn) error {
+		raw, err := c.SyscallConn()
+		if err != nil {
+			return err
+		}
+		var serr error
+		if err := raw.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, n)
+		}); err != nil {
+			return err
+		}
+		if serr != nil {
+			return c.SetReadBuffer(n)
+		}
+		return nil
+	}
 }
 
 func routeLine(u netlink.RouteUpdate) string {
