@@ -29,14 +29,16 @@ type textKey struct{ table, owned, args string }
 type learned struct {
 	text     string
 	rejected error
+	saved    bool // in the target's TextStore (texts.go)
 }
 
 // learnTexts makes sure t.texts holds every rule of chains (the desired
-// rules of owned chains of table, by owned chain), learning the missing
-// ones in one scratch namespace. Where no scratch namespace can be made
+// rules of owned chains of table, by owned chain), from the TextStore or
+// learning the missing ones in one scratch namespace. Where no scratch namespace can be made
 // (no CAP_SYS_ADMIN), it sets t.noScratch and plans fall back on the
 // target's record, as its operations do. t.mu is held.
 func (t *Target) learnTexts(ctx context.Context, table string, chains map[string][]desiredRule) error {
+	t.loadTexts()
 	if t.noScratch {
 		return nil
 	}
@@ -64,6 +66,7 @@ func (t *Target) learnTextsIn(ctx context.Context, table string, chains map[stri
 	if len(todo) == 0 {
 		return nil
 	}
+	t.scratches.Add(1)
 	return netnsutil.Scratch(func() error {
 		for attempt := 0; ; attempt++ {
 			in := &restoreInput{}

@@ -264,11 +264,7 @@ func (t *Target) PlanPrune(ctx context.Context, _ statedb.ReadTxn, desired iter.
 		want[k] = append(want[k], d)
 		keepTexts[textKey{k.table, k.owned, d.args}] = true
 	}
-	for k := range t.texts {
-		if !keepTexts[k] {
-			delete(t.texts, k) // forget what is no longer desired
-		}
-	}
+	t.forgetTexts(keepTexts) // what is no longer desired
 	var plan reconciler.Plan
 	for _, tbl := range slices.Sorted(maps.Keys(state)) {
 		st := state[tbl]

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/steadystate/steadystate/examples/netnstest"
@@ -99,6 +100,9 @@ func TestRestartWritesNothing(t *testing.T) {
 	if after := netnstest.NFTRules(t, f.ns); !slices.Equal(after, before) {
 		t.Errorf("rules (handles, counters) changed:\nbefore %+v\nafter  %+v", before, after)
 	}
+	if restarted.scratches.Load() == 0 {
+		t.Errorf("without a TextStore, the restarted target recognized its rules without learning their texts")
+	}
 	f.expectForeign()
 }
 
@@ -139,5 +143,91 @@ func TestRestartRewritesOnlyWhatChanged(t *testing.T) {
 	}
 	if len(changed) != 1 || changed[0].Chain != owned {
 		t.Errorf("rules written again: %+v; want only the one of %s changed by hand", changed, owned)
+	}
+}
+
+// memTexts is a TextStore in memory.
+type memTexts struct {
+	mu    sync.Mutex
+	texts map[textKey]string
+}
+
+func (m *memTexts) LoadTexts() ([]RuleText, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []RuleText
+	for k, v := range m.texts {
+		out = append(out, RuleText{k.table, k.owned, k.args, v})
+	}
+	return out, nil
+}
+
+func (m *memTexts) SaveTexts(put, forget []RuleText) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, rt := range forget {
+		delete(m.texts, textKey{rt.Table, rt.Chain, rt.Spec})
+	}
+	for _, rt := range put {
+		m.texts[textKey{rt.Table, rt.Chain, rt.Spec}] = rt.Text
+	}
+	return nil
+}
+
+func (m *memTexts) len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.texts)
+}
+
+// With a TextStore, a restarted target recognizes the rules in place
+// from the texts an earlier one saved, without learning them in a scratch
+// namespace, and writes nothing; a prune forgets the texts of rules no
+// longer desired.
+func TestRestartWithSavedTexts(t *testing.T) {
+	f := newFixtureWith(t, noWatch)
+	rules := restartRules()
+	store := &memTexts{texts: map[textKey]string{}}
+	first, err := NewTarget(TargetConfig{NetNS: string(f.ns), Rules: f.table, DisableWatch: true, Texts: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wtxn := f.db.WriteTxn(f.table)
+	for _, r := range rules {
+		f.table.Insert(wtxn, r)
+	}
+	wtxn.Commit()
+	f.updateAll(first) // writes the rules
+	f.updateAll(first) // reads them back: learns and saves their texts
+	if n := store.len(); n != len(rules) {
+		t.Fatalf("%d texts saved, want %d", n, len(rules))
+	}
+	before := netnstest.NFTRules(t, f.ns)
+
+	restarted, err := NewTarget(TargetConfig{NetNS: string(f.ns), Rules: f.table, DisableWatch: true, Texts: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := netnstest.WatchWrites(t, f.ns)
+	f.updateAll(restarted)
+	if _, nft := w.Stop(); len(nft) > 0 {
+		t.Errorf("the restarted target wrote %d nf_tables changes, want none", len(nft))
+	}
+	if n := restarted.scratches.Load(); n != 0 {
+		t.Errorf("the restarted target learned in %d scratch namespaces, want none (the texts were saved)", n)
+	}
+	if after := netnstest.NFTRules(t, f.ns); !slices.Equal(after, before) {
+		t.Errorf("rules (handles, counters) changed")
+	}
+
+	// One rule less: its text is forgotten.
+	wtxn = f.db.WriteTxn(f.table)
+	f.table.Delete(wtxn, rules[1])
+	wtxn.Commit()
+	if err := restarted.Prune(context.Background(), nil, f.table.All(f.db.ReadTxn())); err != nil {
+		t.Fatal(err)
+	}
+	if n := store.len(); n != len(rules)-1 {
+		t.Errorf("%d texts saved after a rule went, want %d", n, len(rules)-1)
 	}
 }

@@ -52,6 +52,11 @@ type TargetConfig struct {
 	// behind the target's back are then repaired only by the reconciler's
 	// refresh by age (RefreshInterval) and prune.
 	DisableWatch bool
+	// Texts, if set, keeps how iptables shows the target's rules across
+	// restarts (see texts.go): a restarted target then recognizes the
+	// rules already in place without learning them in a scratch
+	// namespace. Optional: without it they are learned.
+	Texts TextStore
 	// CheckInterval is how often, on the legacy backend (which sends no
 	// notifications), the watch reads the tables to see whether its chains
 	// changed. Default DefaultCheckInterval; negative: never.
@@ -76,6 +81,7 @@ type Target struct {
 	own         ownPIDs
 	stats       watchStats
 	saves       atomic.Uint64 // iptables-save runs of one table (save)
+	scratches   atomic.Uint64 // scratch namespaces texts were learned in (learn.go)
 	backendOnce sync.Once
 	nft         bool // the save command writes nf_tables
 	backendErr  error
@@ -98,6 +104,10 @@ type Target struct {
 	// make its scratch namespace.
 	texts     map[textKey]learned
 	noScratch bool
+	// store keeps texts across restarts (TargetConfig.Texts);
+	// storeLoaded is set once they were loaded from it.
+	store       TextStore
+	storeLoaded bool
 }
 
 var (
@@ -141,6 +151,7 @@ func NewTarget(cfg TargetConfig) (*Target, error) {
 		prepared: map[ruleID]preparedRule{},
 		written:  map[recordKey][]chainRule{},
 		texts:    map[textKey]learned{},
+		store:    cfg.Texts,
 	}, nil
 }
 
@@ -342,6 +353,7 @@ func (t *Target) apply(ctx context.Context, plans []*chainPlan, state map[string
 				t.written[k] = p.result
 			}
 		}
+		t.saveTexts(plans)
 		return culprits, nil
 	}
 }
@@ -416,6 +428,7 @@ func (t *Target) Prune(ctx context.Context, _ statedb.ReadTxn, desired iter.Seq2
 	}
 	want := map[recordKey][]desiredRule{}
 	keys := map[string]bool{}
+	keepTexts := map[textKey]bool{}
 	for r := range desired {
 		d, err := t.prepare(r)
 		keys[d.key] = true
@@ -424,7 +437,10 @@ func (t *Target) Prune(ctx context.Context, _ statedb.ReadTxn, desired iter.Seq2
 		}
 		k := recordKey{r.Table, t.ChainName(r.Chain)}
 		want[k] = append(want[k], d)
+		keepTexts[textKey{k.table, k.owned, d.args}] = true
 	}
+	t.loadTexts()
+	t.forgetTexts(keepTexts) // what is no longer desired
 	for id, p := range t.prepared {
 		if !keys[p.d.key] {
 			delete(t.prepared, id)
