@@ -13,7 +13,7 @@ import (
 // large, because a round of a restart costs a listing of its tables (see
 // UpdateBatch), which costs as much as the tables are large, so a restart
 // should take few rounds.
-const DefaultIncrementalRoundSize = 10000
+const DefaultIncrementalRoundSize = 50_000
 
 // ReconcilerConfig returns the reconciler configuration that keeps the
 // routes of table applied with target: Name "routes", the status accessors

@@ -114,7 +114,7 @@ func (t *Target) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []r
 		}
 		cur, found := current[ops[j].route.key]
 		switch {
-		case found && int(cur.Protocol) != t.proto:
+		case found && cur.proto != t.proto:
 			e.Result = t.foreign(e.Object, cur)
 		case found && sameRoute(cur, &ops[j].route):
 			// Already as desired: read before write.
@@ -160,7 +160,7 @@ func (t *Target) compareFirst(batch []reconciler.BatchEntry[*Route], ops []route
 		cur, found := current[op.route.key]
 		switch {
 		case !found:
-		case int(cur.Protocol) != t.proto:
+		case cur.proto != t.proto:
 			batch[entry[j]].Result = t.foreign(batch[entry[j]].Object, cur)
 			t.watched.unexpect(op.route.key)
 			continue
@@ -177,9 +177,9 @@ func (t *Target) compareFirst(batch []reconciler.BatchEntry[*Route], ops []route
 
 // foreign is the error of r, whose identity the kernel's route cur of
 // another protocol has.
-func (t *Target) foreign(r *Route, cur netlink.Route) error {
+func (t *Target) foreign(r *Route, cur kernelRoute) error {
 	return fmt.Errorf("route %s: %w (protocol %s, not %d); remove it or change the desired route's table or metric",
-		r, ErrForeignRoute, cur.Protocol, t.proto)
+		r, ErrForeignRoute, netlink.RouteProtocol(cur.proto), t.proto)
 }
 
 // DeleteBatch deletes a round of routes (see Delete for one). A delete
@@ -209,7 +209,7 @@ func (t *Target) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batch []r
 			ambiguousKeys = append(ambiguousKeys, k)
 		}
 	}
-	var current map[RouteKey]netlink.Route
+	var current map[RouteKey]kernelRoute
 	var lookupErr error
 	if len(ambiguous) > 0 {
 		current, lookupErr = t.lookup(ambiguousKeys)
@@ -233,7 +233,7 @@ func (t *Target) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batch []r
 				e.Result = fmt.Errorf("deleting route %s: listing routes: %w", e.Object, lookupErr)
 				continue
 			}
-			if cur, ok := current[k]; !ok || int(cur.Protocol) != t.proto {
+			if cur, ok := current[k]; !ok || cur.proto != t.proto {
 				continue // none of ours with metric 0
 			}
 		}
@@ -314,26 +314,33 @@ func rtnType(typ string) uint8 {
 
 // sameRoute reports whether the kernel's route cur is what want would
 // install. A device that want leaves to the kernel is not compared.
-func sameRoute(cur netlink.Route, want *kroute) bool {
-	if cur.Type != int(want.typ) {
+func sameRoute(cur kernelRoute, want *kroute) bool {
+	if cur.typ != want.typ {
 		return false
 	}
 	if want.typ != unix.RTN_UNICAST {
 		return true
 	}
-	if len(cur.MultiPath) > 0 {
-		return false
-	}
-	if gw, _ := netip.AddrFromSlice(cur.Gw); gw.Unmap() != want.via {
-		return false
-	}
-	return want.oif == 0 || cur.LinkIndex == want.oif
+	return cur.nexthops == 0 && cur.gw == want.via && (want.oif == 0 || cur.oif == want.oif)
 }
 
-// kernelRoute is a route listed from the kernel, with its identity.
+// kernelRoute is a route of the kernel as the target compares it: its
+// identity, protocol, type, gateway, device and number of next hops (of
+// a multipath route; 0 otherwise). Listings decode only these (see
+// dump.go).
 type kernelRoute struct {
-	netlink.Route
-	key RouteKey
+	key      RouteKey
+	proto    int
+	typ      uint8
+	gw       netip.Addr // invalid: none
+	oif      int        // 0: none
+	nexthops int
+}
+
+// kernelRouteOf is nr, with identity k, as the target compares it.
+func kernelRouteOf(nr netlink.Route, k RouteKey) kernelRoute {
+	gw, _ := netip.AddrFromSlice(nr.Gw)
+	return kernelRoute{key: k, proto: int(nr.Protocol), typ: uint8(nr.Type), gw: gw.Unmap(), oif: nr.LinkIndex, nexthops: len(nr.MultiPath)}
 }
 
 // maxDumpAttempts bounds the retries of a route listing that the kernel
@@ -342,7 +349,7 @@ const maxDumpAttempts = 3
 
 // lookup returns the kernel's routes with the given identities, listing
 // each table of each family involved once.
-func (t *Target) lookup(keys []RouteKey) (map[RouteKey]netlink.Route, error) {
+func (t *Target) lookup(keys []RouteKey) (map[RouteKey]kernelRoute, error) {
 	type tableOf struct {
 		family int
 		table  uint32
@@ -361,7 +368,7 @@ func (t *Target) lookup(keys []RouteKey) (map[RouteKey]netlink.Route, error) {
 			tables = append(tables, tf)
 		}
 	}
-	found := make(map[RouteKey]netlink.Route, len(keys))
+	found := make(map[RouteKey]kernelRoute, len(keys))
 	wanted := func(k RouteKey, _ int) bool { _, ok := want[k]; return ok }
 	for _, tf := range tables {
 		routes, err := t.list(tf.family, tf.table, 0, wanted)
@@ -369,7 +376,7 @@ func (t *Target) lookup(keys []RouteKey) (map[RouteKey]netlink.Route, error) {
 			return nil, err
 		}
 		for _, kr := range routes {
-			found[kr.key] = kr.Route
+			found[kr.key] = kr
 		}
 	}
 	return found, nil
