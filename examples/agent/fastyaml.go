@@ -37,7 +37,8 @@ func parseBlockYAML(data []byte) (doc *yaml.Node, ok bool) {
 			return nil, false
 		}
 	}
-	top := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+	var a nodeArena
+	top := a.node(yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"})
 	var seq, item *yaml.Node
 	dash, field := -1, -1 // columns (0-based) of the current sequence's dashes, of its item's fields
 	for n := 1; len(data) > 0; n++ {
@@ -64,8 +65,8 @@ func parseBlockYAML(data []byte) (doc *yaml.Node, ok bool) {
 			if len(top.Content) == 0 {
 				top.Line, top.Column = n, 1
 			}
-			seq = &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
-			top.Content = append(top.Content, scalarNode(key, 0, n, 1), seq)
+			seq = a.node(yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"})
+			top.Content = append(top.Content, a.scalar(key, 0, n, 1), seq)
 			dash, item = -1, nil
 		case rest[0] == '-':
 			// An item of the current sequence: "- FIELD: SCALAR".
@@ -84,14 +85,14 @@ func parseBlockYAML(data []byte) (doc *yaml.Node, ok bool) {
 				seq.Line, seq.Column = n, indent+1
 			}
 			field = f
-			item = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: n, Column: f + 1}
+			item = a.node(yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: n, Column: f + 1, Content: a.content()})
 			seq.Content = append(seq.Content, item)
-			if !addField(item, l, n, f) {
+			if !a.addField(item, l, n, f) {
 				return nil, false
 			}
 		default:
 			// Another field of the current item, under its first.
-			if item == nil || indent != field || !addField(item, l, n, field) {
+			if item == nil || indent != field || !a.addField(item, l, n, field) {
 				return nil, false
 			}
 		}
@@ -104,7 +105,7 @@ func parseBlockYAML(data []byte) (doc *yaml.Node, ok bool) {
 
 // addField adds the field "FIELD: SCALAR" that starts at column col of
 // line l (number n) to item.
-func addField(item *yaml.Node, l []byte, n, col int) bool {
+func (a *nodeArena) addField(item *yaml.Node, l []byte, n, col int) bool {
 	key, after, ok := splitKey(l[col:])
 	if !ok || len(after) < 2 || after[0] != ' ' {
 		return false
@@ -117,7 +118,7 @@ func addField(item *yaml.Node, l []byte, n, col int) bool {
 	if !ok {
 		return false
 	}
-	item.Content = append(item.Content, scalarNode(key, 0, n, col+1), scalarNode(value, style, n, vcol+1))
+	item.Content = append(item.Content, a.scalar(key, 0, n, col+1), a.scalar(value, style, n, vcol+1))
 	return true
 }
 
@@ -167,14 +168,44 @@ func scalar(b []byte) (value string, style yaml.Style, ok bool) {
 	return string(b), 0, true
 }
 
-// scalarNode is a scalar node as the library makes it: a plain scalar's
-// tag is its resolved type, a quoted one's !!str.
-func scalarNode(value string, style yaml.Style, line, col int) *yaml.Node {
-	n := &yaml.Node{Kind: yaml.ScalarNode, Value: value, Style: style, Line: line, Column: col, Tag: "!!str"}
+// scalar is a scalar node as the library makes it: a plain scalar's tag
+// is its resolved type, a quoted one's !!str.
+func (a *nodeArena) scalar(value string, style yaml.Style, line, col int) *yaml.Node {
+	n := a.node(yaml.Node{Kind: yaml.ScalarNode, Value: value, Style: style, Line: line, Column: col, Tag: "!!str"})
 	if style == 0 {
 		n.Tag = plainTag(value)
 	}
 	return n
+}
+
+// nodeArena allocates the nodes of a file, and the items' lists of them,
+// in blocks: a large file has hundreds of thousands.
+type nodeArena struct {
+	nodes []yaml.Node
+	ptrs  []*yaml.Node
+}
+
+const arenaBlock = 4096
+
+// node returns a pointer to a copy of n.
+func (a *nodeArena) node(n yaml.Node) *yaml.Node {
+	if len(a.nodes) == cap(a.nodes) {
+		a.nodes = make([]yaml.Node, 0, arenaBlock)
+	}
+	a.nodes = append(a.nodes, n)
+	return &a.nodes[len(a.nodes)-1]
+}
+
+// content returns an empty list for an item's keys and values, with room
+// for five fields.
+func (a *nodeArena) content() []*yaml.Node {
+	const room = 10
+	if cap(a.ptrs)-len(a.ptrs) < room {
+		a.ptrs = make([]*yaml.Node, 0, arenaBlock*room/4)
+	}
+	c := a.ptrs[len(a.ptrs) : len(a.ptrs) : len(a.ptrs)+room]
+	a.ptrs = a.ptrs[:len(a.ptrs)+room]
+	return c
 }
 
 // plainTag is the tag the library resolves a plain scalar to. Most values
