@@ -287,10 +287,14 @@ func TestRestartWritesNothing(t *testing.T) {
 // BenchmarkRestart measures a restart (SIGTERM) over an unchanged state:
 // restart-s is the time from the start of the new process to /readyz 200,
 // cold-s the first start's, and vmhwm-MB the restarted agent's peak RSS.
-// Each restart is checked as in TestRestartWritesNothing.
+// Each restart is checked as in TestRestartWritesNothing. -short skips
+// the large size.
 func BenchmarkRestart(b *testing.B) {
 	for _, size := range [][2]int{{10_000, 2_000}, {50_000, 10_000}} {
 		b.Run(fmt.Sprintf("routes=%d/rules=%d", size[0], size[1]), func(b *testing.B) {
+			if testing.Short() && size[0] > 10_000 {
+				b.Skip("-short: the large size only in a full run")
+			}
 			s := newRestartNode(b, size[0], size[1])
 			var total time.Duration
 			var peak int
