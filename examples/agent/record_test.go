@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/steadystate/steadystate/examples/iptables"
 	"github.com/steadystate/steadystate/index"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/reconciler/reconcilertest"
@@ -135,5 +136,27 @@ func TestRunCellsNamesEveryFunction(t *testing.T) {
 	}
 	if anon := regexp.MustCompile(`\.func[0-9]+`).FindString(out.String()); anon != "" {
 		t.Fatalf("run cells names an anonymous function (%s):\n%s", anon, out.String())
+	}
+}
+
+// The record keeps iptables texts (iptables.TextStore): saved, forgotten,
+// loaded back as they were, specs with any characters.
+func TestRecordTexts(t *testing.T) {
+	rec, err := openState(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.db.Close()
+	a := iptables.RuleText{Table: "filter", Chain: "STEADYSTATE-INPUT", Spec: "-p tcp --dport 22 -j ACCEPT", Text: "-A STEADYSTATE-INPUT -p tcp -m tcp --dport 22 -j ACCEPT"}
+	b := iptables.RuleText{Table: "nat", Chain: "STEADYSTATE-POSTROUTING", Spec: `-m comment --comment "x y" -j MASQUERADE`, Text: `-A STEADYSTATE-POSTROUTING -m comment --comment "x y" -j MASQUERADE`}
+	if err := rec.SaveTexts([]iptables.RuleText{a, b}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.SaveTexts(nil, []iptables.RuleText{{Table: a.Table, Chain: a.Chain, Spec: a.Spec}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := rec.LoadTexts()
+	if err != nil || len(got) != 1 || got[0] != b {
+		t.Fatalf("LoadTexts = %+v, %v; want only %+v", got, err, b)
 	}
 }
