@@ -61,13 +61,13 @@ func restartDesired(n, m int) []byte {
 // restartNode is a namespace and an agent's state directory and desired
 // file, with the agent running on them.
 type restartNode struct {
-	tb              testing.TB
-	bin             string
-	ns              netnsutil.NS
-	state, desired  string
-	routes, rules   int
-	agent           *agentProc
-	cold, sinceLoad time.Duration // of the first start: to Ready, and the file read
+	tb             testing.TB
+	bin            string
+	ns             netnsutil.NS
+	state, desired string
+	routes, rules  int
+	agent          *agentProc
+	cold           time.Duration // the first start's, to Ready
 }
 
 // newRestartNode starts an agent on a new namespace with n routes and m
