@@ -32,6 +32,7 @@ type selectRoute func(k RouteKey, proto int) bool
 func (t *Target) list(family int, table uint32, proto int, keep selectRoute) ([]kernelRoute, error) {
 	var routes []kernelRoute
 	var err error
+	t.listings.Add(1)
 	for range maxDumpAttempts {
 		routes, err = t.p.list(family, table, proto, keep)
 		if !errors.Is(err, netlink.ErrDumpInterrupted) {

@@ -42,10 +42,18 @@ func TestBatchOfRoutesInPlaceWritesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer first.Close()
-	for _, err := range updateBatch(first, routes) {
-		if err != nil {
-			t.Fatal(err)
+	// A bulk load: the first large batch is compared with a listing of
+	// its (empty) tables, finds its routes missing, and the next adds
+	// without one.
+	for _, part := range [][]*Route{routes[:lookupFirst], routes[lookupFirst:]} {
+		for _, err := range updateBatch(first, part) {
+			if err != nil {
+				t.Fatal(err)
+			}
 		}
+	}
+	if n := first.listings.Load(); n != 1 {
+		t.Errorf("a bulk load of two batches made %d listings, want 1 (the first batch's)", n)
 	}
 
 	restarted, err := NewTarget(TargetConfig{NetNS: string(ns), DisableWatch: true})
@@ -61,6 +69,9 @@ func TestBatchOfRoutesInPlaceWritesNothing(t *testing.T) {
 	}
 	if written, _ := w.Stop(); len(written) != 0 {
 		t.Fatalf("routes already in place written again: %q", written[:min(len(written), 5)])
+	}
+	if n := restarted.listings.Load(); n != 3 {
+		t.Errorf("the restarted target's batch made %d listings, want 3 (tables 254 and 100, IPv6)", n)
 	}
 
 	// One of ours differs, one is another protocol's, one is missing.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"sync"
+	"sync/atomic"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -86,6 +87,7 @@ type Target struct {
 	// bulkLoad is set when the last large batch added most of its
 	// routes: the next adds without a listing first (see UpdateBatch).
 	bulkLoad bool
+	listings atomic.Uint64 // route listings made (dump.go), for tests
 
 	watched     watched    // what the drift watch reports a link's change for (watch.go)
 	stats       watchStats // of the drift watch
