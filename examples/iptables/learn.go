@@ -33,10 +33,10 @@ type learned struct {
 }
 
 // learnTexts makes sure t.texts holds every rule of chains (the desired
-// rules of owned chains of table, by owned chain), from the TextStore or
-// learning the missing ones in one scratch namespace. Where no scratch namespace can be made
-// (no CAP_SYS_ADMIN), it sets t.noScratch and plans fall back on the
-// target's record, as its operations do. t.mu is held.
+// rules of owned chains of table, by owned chain): from the TextStore, or
+// learning the missing ones in one scratch namespace. Where no scratch
+// namespace can be made (no CAP_SYS_ADMIN), it sets t.noScratch and plans
+// fall back on the target's record, as its operations do. t.mu is held.
 func (t *Target) learnTexts(ctx context.Context, table string, chains map[string][]desiredRule) error {
 	t.loadTexts()
 	if t.noScratch {
