@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -178,6 +179,10 @@ func (r *recorded[Obj]) record(applied, deleted []Obj) error {
 	if len(puts) == 0 && len(deleted) == 0 {
 		return nil
 	}
+	// In key order: bbolt inserts into (and deletes from) a node in memory
+	// until the commit, so unsorted puts cost a copy of the node each (a
+	// round of 50,000: seconds), sorted ones an append.
+	slices.SortFunc(puts, func(a, b entry) int { return bytes.Compare(a.k, b.k) })
 	err = r.rec.update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(r.bucket)
 		if err != nil {
@@ -188,8 +193,13 @@ func (r *recorded[Obj]) record(applied, deleted []Obj) error {
 				return err
 			}
 		}
-		for _, obj := range deleted {
-			if err := b.Delete(r.key(obj)); err != nil {
+		dels := make([][]byte, len(deleted))
+		for i, obj := range deleted {
+			dels[i] = r.key(obj)
+		}
+		slices.SortFunc(dels, bytes.Compare)
+		for _, k := range dels {
+			if err := b.Delete(k); err != nil {
 				return err
 			}
 		}
