@@ -67,6 +67,10 @@ func (t *Target) learnTextsIn(ctx context.Context, table string, chains map[stri
 		return nil
 	}
 	t.scratches.Add(1)
+	// What is learned is saved too (a plan learns the texts of a chain
+	// the target wrote: the next restart has them).
+	var put []RuleText
+	defer func() { t.persist(put, nil) }()
 	return netnsutil.Scratch(func() error {
 		for attempt := 0; ; attempt++ {
 			in := &restoreInput{}
@@ -125,6 +129,7 @@ func (t *Target) learnTextsIn(ctx context.Context, table string, chains map[stri
 				}
 				for i, d := range p.desired {
 					t.texts[textKey{table, p.owned, d.args}] = learned{text: lines[i]}
+					put = append(put, RuleText{table, p.owned, d.args, lines[i]})
 				}
 			}
 			return nil
