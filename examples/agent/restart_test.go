@@ -282,6 +282,19 @@ func TestRestartWritesNothing(t *testing.T) {
 					t.Errorf("after %v: Ready in %v, more than %v", sig, took.Round(time.Millisecond), restartBudget)
 				}
 			}
+			// The record has how iptables shows every rule, for the next
+			// restart.
+			if err := s.agent.stop(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			rec, err := openState(s.state)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rec.db.Close()
+			if texts, err := rec.LoadTexts(); err != nil || len(texts) != s.rules {
+				t.Errorf("the record has %d iptables texts (%v), want %d", len(texts), err, s.rules)
+			}
 		})
 	}
 }
