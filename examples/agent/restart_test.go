@@ -89,7 +89,15 @@ func newRestartNode(tb testing.TB, n, m int) *restartNode {
 // (/readyz 200), then waits until every object is Done and every table
 // was pruned once (nothing is left that a restart would do later).
 func (s *restartNode) start() time.Duration {
+	took, _ := s.startMeasured()
+	return took
+}
+
+// startMeasured is start, also returning whether the agent was starved
+// of CPU until it was Ready (see starved).
+func (s *restartNode) startMeasured() (time.Duration, bool) {
 	s.tb.Helper()
+	machine := machineTicks(s.tb)
 	start := time.Now()
 	s.agent = startAgent(s.tb, s.bin, s.desired, s.ns, "--netns", filepath.Base(string(s.ns)), "--state-dir", s.state)
 	deadline := start.Add(2 * time.Minute)
@@ -102,6 +110,7 @@ func (s *restartNode) start() time.Duration {
 		time.Sleep(10 * time.Millisecond)
 	}
 	took := time.Since(start)
+	hungry := starved(s.tb, s.agent.cmd.Process.Pid, machine, took)
 	waitFor(s.tb, "every object Done and every table pruned", func() error {
 		r, err := s.agent.status()
 		if err != nil {
@@ -112,7 +121,58 @@ func (s *restartNode) start() time.Duration {
 		}
 		return s.pruned()
 	})
-	return took
+	return took, hungry
+}
+
+// starved reports whether the agent pid, Ready after took, was starved of
+// CPU meanwhile by other programs: the machine's CPUs were busy (less
+// than a quarter idle since idle0) and the agent had less than half a
+// core. Then how long it took says nothing about the agent (other
+// engineers' tests and CPU hogs share the machine); an agent slow by its
+// own fault (working, or waiting) is not starved.
+func starved(tb testing.TB, pid int, idle0 cpuIdle, took time.Duration) bool {
+	tb.Helper()
+	idle1 := machineTicks(tb)
+	busy, all := (idle1.total-idle0.total)-(idle1.idle-idle0.idle), idle1.total-idle0.total
+	hz, err := clockTicks()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	used, err := cpuTicks(pid)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	agentCores := float64(used.total()) / hz / took.Seconds() // with its iptables commands
+	return all > 0 && float64(all-busy)/float64(all) < 0.25 && agentCores < 0.5
+}
+
+// cpuIdle is the machine's CPU time (all CPUs) and the idle part of it,
+// in clock ticks (the first line of /proc/stat).
+type cpuIdle struct{ total, idle int64 }
+
+func machineTicks(tb testing.TB) cpuIdle {
+	tb.Helper()
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		tb.Fatalf("/proc/stat: %q", line)
+	}
+	var c cpuIdle
+	for i, v := range f[1:] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			tb.Fatalf("/proc/stat: %q: %v", line, err)
+		}
+		c.total += n
+		if i == 3 || i == 4 { // idle, iowait
+			c.idle += n
+		}
+	}
+	return c
 }
 
 // pruned checks that every table's reconciler finished a prune round
@@ -212,8 +272,9 @@ func mtimes(tb testing.TB, files []*os.File) []time.Time {
 // every object Done and every table pruned; every nf_tables rule with its
 // handle and counter as before; no sysctl written. It checks that the
 // new agent's log has a summary line per table and no line per route or
-// rule, and returns the time from the new agent's start to Ready.
-func (s *restartNode) restart(sig syscall.Signal) time.Duration {
+// rule, and returns the time from the new agent's start to Ready and
+// whether the agent was starved of CPU meanwhile (see starved).
+func (s *restartNode) restart(sig syscall.Signal) (time.Duration, bool) {
 	s.tb.Helper()
 	s.sendPackets()
 	before := netnstest.NFTRules(s.tb, s.ns)
@@ -227,7 +288,7 @@ func (s *restartNode) restart(sig syscall.Signal) time.Duration {
 		s.tb.Fatalf("agent exit after %v: %v", sig, err)
 	}
 	w := netnstest.WatchWrites(s.tb, s.ns)
-	took := s.start()
+	took, hungry := s.startMeasured()
 	routes, nft := w.Stop()
 	if len(routes) > 0 || len(nft) > 0 {
 		s.tb.Errorf("restart after %v wrote to the kernel: %d route changes %q, %d nf_tables changes %q",
@@ -240,7 +301,7 @@ func (s *restartNode) restart(sig syscall.Signal) time.Duration {
 		s.tb.Errorf("restart after %v wrote sysctls: modified %v, before %v", sig, now, written)
 	}
 	s.checkLog()
-	return took
+	return took, hungry
 }
 
 // checkLog checks the agent's log: one summary line per table, no line
@@ -265,8 +326,9 @@ func (s *restartNode) checkLog() {
 
 // TestRestartWritesNothing restarts an agent (after SIGTERM, then after
 // SIGKILL) over 5,000 routes, 1,000 rules and the sample's sysctls that
-// it applied: each time it must be Ready within restartBudget, write
-// nothing to the kernel and log a summary (see restartNode.restart).
+// it applied: each time it must be Ready within restartBudget (unless
+// other programs starved it of CPU: see starved), write nothing to the
+// kernel and log a summary (see restartNode.restart).
 func TestRestartWritesNothing(t *testing.T) {
 	sizes := [][2]int{{5_000, 1_000}}
 	if *restartLarge {
@@ -276,9 +338,13 @@ func TestRestartWritesNothing(t *testing.T) {
 		t.Run(fmt.Sprintf("routes=%d/rules=%d", size[0], size[1]), func(t *testing.T) {
 			s := newRestartNode(t, size[0], size[1])
 			for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
-				took := s.restart(sig)
+				took, hungry := s.restart(sig)
 				t.Logf("after %v: Ready in %v (cold start: %v)", sig, took.Round(time.Millisecond), s.cold.Round(time.Millisecond))
-				if took > restartBudget {
+				switch {
+				case took <= restartBudget:
+				case hungry:
+					t.Logf("after %v: Ready in %v, more than %v, but other programs kept the CPUs busy and the agent had less than half a core: not held against it", sig, took.Round(time.Millisecond), restartBudget)
+				default:
 					t.Errorf("after %v: Ready in %v, more than %v", sig, took.Round(time.Millisecond), restartBudget)
 				}
 			}
@@ -315,7 +381,8 @@ func BenchmarkRestart(b *testing.B) {
 			var peak int
 			n := 0
 			for b.Loop() {
-				total += s.restart(syscall.SIGTERM)
+				took, _ := s.restart(syscall.SIGTERM)
+				total += took
 				n++
 				peak = max(peak, vmHWM(b, s.agent.cmd.Process.Pid))
 			}
