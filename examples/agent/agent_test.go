@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 
 // agentProc is a running agent binary started by a test.
 type agentProc struct {
-	t      *testing.T
+	t      testing.TB
 	bin    string
 	socket string
 	cmd    *exec.Cmd
@@ -75,7 +75,7 @@ func buildAgent(t testing.TB) string {
 
 // startAgent starts `agent run` on desired in its sandbox, or with extra
 // arguments (such as --netns NAME) in ns.
-func startAgent(t *testing.T, bin, desired string, ns netnsutil.NS, extra ...string) *agentProc {
+func startAgent(t testing.TB, bin, desired string, ns netnsutil.NS, extra ...string) *agentProc {
 	t.Helper()
 	a := &agentProc{t: t, bin: bin, socket: filepath.Join(t.TempDir(), "agent.sock"), out: &syncBuffer{}}
 	args := []string{"run", "--desired", desired, "--socket", a.socket, "--settle-time", "50ms", "--reload-interval", "1s", "--prune-interval", "300ms", "--refresh-interval", "1h"}
@@ -216,7 +216,7 @@ func writeFile(t *testing.T, path string, data []byte, perm os.FileMode) error {
 }
 
 // waitFor polls cond (every 100ms, up to 30s) until it returns nil.
-func waitFor(t *testing.T, what string, cond func() error) {
+func waitFor(t testing.TB, what string, cond func() error) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	var err error

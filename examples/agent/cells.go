@@ -55,7 +55,11 @@ func withAgent[Obj any](rc reconciler.Config[Obj], cfg AgentConfig, rec *stateRe
 		rc.OnRepair = repairs.of(rc.Table.Name()).Add
 	}
 	if rc.Target != nil && rc.Table != nil {
-		rc.Target = recordTarget(rc.Target, rec, rc.Table.Name(), rc.Table.PrimaryKey, log)
+		strip := func(o Obj) Obj { return rc.SetObjectStatus(rc.CloneObject(o), reconciler.Status{}) }
+		if rc.SetObjectStatus == nil || rc.CloneObject == nil {
+			strip = nil
+		}
+		rc.Target = recordTarget(rc.Target, rec, rc.Table.Name(), rc.Table.PrimaryKey, strip, log)
 	}
 	return rc
 }

@@ -67,9 +67,12 @@ func decodeDesired(path string, data []byte) (*desiredFile, error) {
 // decodeYAML decodes a YAML desired file entry by entry, so that each
 // error says where, as LINE: KIND[i].FIELD: problem, and names no Go type.
 func decodeYAML(path string, data []byte, f *desiredFile) error {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return err
+	doc, ok := parseBlockYAML(data)
+	if !ok {
+		doc = &yaml.Node{}
+		if err := yaml.Unmarshal(data, doc); err != nil {
+			return err
+		}
 	}
 	if len(doc.Content) == 0 {
 		return nil
@@ -133,19 +136,19 @@ func decodeList[T any](kind string, node *yaml.Node) ([]*T, error) {
 	var errs []error
 	out := make([]*T, 0, len(node.Content))
 	for i, item := range node.Content {
-		where := fmt.Sprintf("%s[%d]", kind, i)
+		where := func() string { return fmt.Sprintf("%s[%d]", kind, i) } // for errors only
 		if item.Kind == yaml.ScalarNode && item.Tag == "!!null" {
 			out = append(out, nil) // validateAll reports it
 			continue
 		}
 		if item.Kind != yaml.MappingNode {
-			errs = append(errs, fmt.Errorf("line %d: %s: want a mapping of fields", item.Line, where))
+			errs = append(errs, fmt.Errorf("line %d: %s: want a mapping of fields", item.Line, where()))
 			continue
 		}
 		bad := false
 		for j := 0; j+1 < len(item.Content); j += 2 {
 			if k := item.Content[j]; !slices.Contains(known, k.Value) {
-				errs = append(errs, fmt.Errorf("line %d: %s.%s: unknown field (known: %s)", k.Line, where, k.Value, strings.Join(known, ", ")))
+				errs = append(errs, fmt.Errorf("line %d: %s.%s: unknown field (known: %s)", k.Line, where(), k.Value, strings.Join(known, ", ")))
 				bad = true
 			}
 		}
@@ -154,7 +157,7 @@ func decodeList[T any](kind string, node *yaml.Node) ([]*T, error) {
 		}
 		obj := new(T)
 		if err := item.Decode(obj); err != nil {
-			errs = append(errs, fmt.Errorf("line %d: %s: %s", item.Line, where, yamlMessage(err)))
+			errs = append(errs, fmt.Errorf("line %d: %s: %s", item.Line, where(), yamlMessage(err)))
 			continue
 		}
 		out = append(out, obj)
@@ -215,18 +218,18 @@ func validateAll[Obj validatable](kind string, objs []Obj, key func(Obj) string)
 	var zero Obj
 	seen := map[string]int{}
 	for i, obj := range objs {
-		where := fmt.Sprintf("%s[%d]", kind, i)
+		where := func() string { return fmt.Sprintf("%s[%d]", kind, i) } // for errors only
 		if obj == zero {
-			errs = append(errs, fmt.Errorf("%s: empty entry", where))
+			errs = append(errs, fmt.Errorf("%s: empty entry", where()))
 			continue
 		}
 		if err := obj.Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", where, err))
+			errs = append(errs, fmt.Errorf("%s: %w", where(), err))
 			continue
 		}
 		k := key(obj)
 		if prev, dup := seen[k]; dup {
-			errs = append(errs, fmt.Errorf("%s: duplicate of %s[%d]", where, kind, prev))
+			errs = append(errs, fmt.Errorf("%s: duplicate of %s[%d]", where(), kind, prev))
 			continue
 		}
 		seen[k] = i

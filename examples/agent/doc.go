@@ -48,7 +48,16 @@
 // The durable record (--state-dir, see state.go and record.go): a bbolt
 // database per managed namespace with the sysctl target's original values
 // (saved before each first change, so that a restarted agent, even after
-// SIGKILL, restores them) and, per table, what its target applied.
+// SIGKILL, restores them), per table what its target applied, and how
+// iptables shows the rules.
+//
+// A restart over an unchanged state writes nothing to the kernel: routes
+// are compared with one listing per table and round, rules are recognized
+// in their chains by the texts the record keeps, sysctls are read before
+// they are written, and the record itself is written only where it
+// differs. The agent is Ready once every object was reconciled once, and
+// the log has a summary line per table (TestRestartWritesNothing,
+// BenchmarkRestart).
 //
 // The status API (socket, and --metrics-addr when set): /status, /statedb/,
 // /metrics, /healthz (200 only when the whole health tree is OK: 503 while

@@ -48,20 +48,6 @@ func sysctlKey(s *sysctl.Sysctl) string { return s.Name }
 func routeKey(r *routes.Route) string   { return r.Key().String() }
 func ruleKey(r *iptables.Rule) string   { return r.Key() }
 
-// encodeObject is an object's value in etcd: its JSON without status.
-func encodeObject(obj any) ([]byte, error) {
-	b, err := json.Marshal(obj)
-	if err != nil {
-		return nil, err
-	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(b, &fields); err != nil {
-		return nil, err
-	}
-	delete(fields, "status")
-	return json.Marshal(fields) // keys sorted: equal objects, equal values
-}
-
 // decodeObject is the reflector's transform of one kind: the value
 // decoded strictly (an unknown field is an error), validated like a file's
 // entry, and stored under its own name.

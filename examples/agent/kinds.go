@@ -69,9 +69,9 @@ var kindDryRuns = []func(ctx context.Context, db *statedb.DB, table statedb.Tabl
 		defer t.Close()
 		return reconciler.DryRun(ctx, db, table.(statedb.RWTable[*routes.Route]).ToTable(), reconciler.Target[*routes.Route](t))
 	},
-	func(ctx context.Context, db *statedb.DB, table statedb.TableMeta, ns *Namespace, _ AgentConfig, _ *stateRecord) (reconciler.Plan, error) {
+	func(ctx context.Context, db *statedb.DB, table statedb.TableMeta, ns *Namespace, _ AgentConfig, rec *stateRecord) (reconciler.Plan, error) {
 		rules := table.(statedb.RWTable[*iptables.Rule])
-		tc := iptablesTarget(ns)
+		tc := iptablesTarget(ns, rec)
 		tc.Rules = rules
 		t, err := iptables.NewTarget(tc)
 		if err != nil {
@@ -98,9 +98,16 @@ func routesTarget(ns *Namespace) routes.TargetConfig {
 	return routes.TargetConfig{NetNS: ns.Path}
 }
 
-// iptablesTarget leaves Rules to iptables.Cell, which uses its table.
-func iptablesTarget(ns *Namespace) iptables.TargetConfig {
-	return iptables.TargetConfig{NetNS: ns.Path}
+// iptablesTarget leaves Rules to iptables.Cell, which uses its table. How
+// iptables shows the rules is kept in the state record, so that a
+// restarted agent recognizes the rules in place at once (agent diff
+// without a record learns them: nil).
+func iptablesTarget(ns *Namespace, rec *stateRecord) iptables.TargetConfig {
+	tc := iptables.TargetConfig{NetNS: ns.Path}
+	if rec != nil {
+		tc.Texts = rec
+	}
+	return tc
 }
 
 // agentKind is one kind: what is done with its objects without their type.

@@ -75,11 +75,12 @@ func watchProgress[Obj any](jobs job.Group, db *statedb.DB, table statedb.Table[
 			for _, n := range reconciler.CountByStatus(txn, table, getStatus, notTriedKinds...) {
 				pending += n
 			}
-			small := set.done+set.failed+pending <= smallChangeSet
-			level := slog.LevelDebug
-			if small {
-				level = slog.LevelInfo
-			}
+			// Whether the change set is small is known only once this
+			// batch of changes is counted (the reconciler may have tried
+			// all of a large set before the first look): its lines wait in
+			// held until then, or until the set is known to be large.
+			held := heldLines[Obj]{log: log}
+			small := func() bool { return set.done+set.failed+pending <= smallChangeSet }
 			for ch := range seq {
 				key := string(table.PrimaryKey(ch.Object))
 				_, wasKnown := known[key]
@@ -105,19 +106,16 @@ func watchProgress[Obj any](jobs job.Group, db *statedb.DB, table statedb.Table[
 				case st.Kind == reconciler.StatusKindDone:
 					set.active = true
 					set.done++
-					log.Log(ctx, level, "Done: "+describe(ch.Object))
+					held.add(ctx, ch.Object, st, small())
 				case st.Kind == reconciler.StatusKindError:
 					set.active = true
 					set.failed++
-					errLevel := level
-					if small {
-						errLevel = slog.LevelWarn
-					}
-					log.Log(ctx, errLevel, "Error: "+describe(ch.Object), "error", st.Error)
+					held.add(ctx, ch.Object, st, small())
 				default:
 					set.active = true
 				}
 			}
+			held.flush(ctx, small())
 			if set.active && set.start.IsZero() {
 				set.start = time.Now()
 				set.lastProgress = set.start
@@ -145,6 +143,58 @@ func watchProgress[Obj any](jobs job.Group, db *statedb.DB, table statedb.Table[
 			}
 		}
 	}))
+}
+
+// heldLines are the "Done:" and "Error:" lines of a batch of changes,
+// held until the change set is known to be small (logged at Info, errors
+// at Warn) or large (at Debug).
+type heldLines[Obj any] struct {
+	log   *slog.Logger
+	objs  []Obj
+	sts   []reconciler.Status
+	large bool // known to be large: lines go at Debug at once
+}
+
+// add holds the line of obj, or logs it at Debug once the set is large
+// (small is false).
+func (h *heldLines[Obj]) add(ctx context.Context, obj Obj, st reconciler.Status, small bool) {
+	if !small && !h.large {
+		h.large = true
+		h.flush(ctx, false)
+	}
+	if h.large {
+		logLine(ctx, h.log, slog.LevelDebug, obj, st)
+		return
+	}
+	h.objs, h.sts = append(h.objs, obj), append(h.sts, st)
+}
+
+// flush logs the lines held, at Info (errors at Warn) if the set is small,
+// else at Debug.
+func (h *heldLines[Obj]) flush(ctx context.Context, small bool) {
+	for i, obj := range h.objs {
+		level := slog.LevelDebug
+		if small {
+			level = slog.LevelInfo
+			if h.sts[i].Kind == reconciler.StatusKindError {
+				level = slog.LevelWarn
+			}
+		}
+		logLine(ctx, h.log, level, obj, h.sts[i])
+	}
+	h.objs, h.sts = h.objs[:0], h.sts[:0]
+}
+
+// logLine logs that obj reached st ("Done: ..." or "Error: ...").
+func logLine(ctx context.Context, log *slog.Logger, level slog.Level, obj any, st reconciler.Status) {
+	if !log.Enabled(ctx, level) {
+		return
+	}
+	if st.Kind == reconciler.StatusKindError {
+		log.Log(ctx, level, "Error: "+describe(obj), "error", st.Error)
+		return
+	}
+	log.Log(ctx, level, "Done: "+describe(obj))
 }
 
 // logProgress logs "routes: 4000 of 10000 applied" with rate and ETA.

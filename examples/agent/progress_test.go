@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -37,5 +38,36 @@ func TestProgressLines(t *testing.T) {
 	}
 	if smallChangeSet != 20 || progressInterval != time.Second {
 		t.Errorf("smallChangeSet %d, progressInterval %v: documented as 20 and 1s", smallChangeSet, progressInterval)
+	}
+}
+
+// A change set is logged object by object at Info only while it is
+// small, however the objects' results arrive: 25 Done in one batch are
+// Debug lines (the reconciler tried them all before the first look), 3
+// are Info lines and an Error among them a Warn line.
+func TestHeldLines(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ctx := t.Context()
+	run := func(n int, failing string) string {
+		buf.Reset()
+		held := heldLines[string]{log: log}
+		for i := range n {
+			name := "obj" + string(rune('a'+i%26))
+			st := reconciler.StatusDone()
+			if name == failing {
+				st = reconciler.StatusError(errors.New("boom"))
+			}
+			held.add(ctx, name, st, i+1 <= smallChangeSet)
+		}
+		held.flush(ctx, n <= smallChangeSet)
+		return buf.String()
+	}
+	if out := run(25, ""); strings.Count(out, "level=DEBUG msg=\"Done: ") != 25 || strings.Contains(out, "level=INFO") {
+		t.Errorf("a set of 25: want 25 Debug lines, no Info:\n%s", out)
+	}
+	out := run(3, "objb")
+	if strings.Count(out, "level=INFO msg=\"Done: ") != 2 || !strings.Contains(out, `level=WARN msg="Error: objb" error=boom`) {
+		t.Errorf("a set of 3 with an error: want 2 Info lines and a Warn:\n%s", out)
 	}
 }

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
 	"log/slog"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -32,15 +34,21 @@ type recorded[Obj any] struct {
 	table  string
 	bucket []byte
 	key    func(Obj) index.Key
-	log    *slog.Logger // "Removed" lines, after the delete succeeded
+	strip  func(Obj) Obj // the object without its status: what is recorded
+	log    *slog.Logger  // "Removed" lines, after the delete succeeded
 }
 
 // recordTarget wraps inner (see recorded) for table, keeping whichever of
-// Planner and BatchTarget inner implements. It logs each object removed
-// once its delete succeeded (at Debug in a batch of more than
-// smallChangeSet).
-func recordTarget[Obj any](inner reconciler.Target[Obj], rec *stateRecord, table string, key func(Obj) index.Key, log *slog.Logger) reconciler.Target[Obj] {
-	r := &recorded[Obj]{inner: inner, rec: rec, table: table, bucket: appliedBucket(table), key: key, log: log}
+// Planner and BatchTarget inner implements. Objects are recorded as strip
+// makes them (without their status, so that an object applied again
+// unchanged, as after a restart, is recorded already and costs no write;
+// nil: as they are). It logs each object removed once its delete
+// succeeded (at Debug in a batch of more than smallChangeSet).
+func recordTarget[Obj any](inner reconciler.Target[Obj], rec *stateRecord, table string, key func(Obj) index.Key, strip func(Obj) Obj, log *slog.Logger) reconciler.Target[Obj] {
+	if strip == nil {
+		strip = func(o Obj) Obj { return o }
+	}
+	r := &recorded[Obj]{inner: inner, rec: rec, table: table, bucket: appliedBucket(table), key: key, strip: strip, log: log}
 	p, isPlanner := inner.(reconciler.Planner[Obj])
 	b, isBatch := inner.(reconciler.BatchTarget[Obj])
 	switch {
@@ -133,27 +141,65 @@ func (r *recorded[Obj]) Prune(ctx context.Context, txn statedb.ReadTxn, desired 
 	return errors.Join(append(errs, r.record(nil, gone))...)
 }
 
-// record puts applied and removes deleted, in one transaction.
+// record puts applied and removes deleted, in one transaction. Objects
+// the record holds already as they are (a restart's first round, a
+// refresh) are left out, and with nothing else to do there is no write
+// transaction (and no sync) at all.
 func (r *recorded[Obj]) record(applied, deleted []Obj) error {
 	if len(applied) == 0 && len(deleted) == 0 {
 		return nil
 	}
-	err := r.rec.update(func(tx *bolt.Tx) error {
+	type entry struct{ k, v []byte }
+	puts := make([]entry, 0, len(applied))
+	for _, obj := range applied {
+		v, err := json.Marshal(r.strip(obj))
+		if err != nil {
+			return fmt.Errorf("recording %s: %w", describe(obj), err)
+		}
+		puts = append(puts, entry{r.key(obj), v})
+	}
+	err := r.rec.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(r.bucket)
+		if b == nil {
+			return nil
+		}
+		n := 0
+		for _, p := range puts {
+			if !bytes.Equal(b.Get(p.k), p.v) {
+				puts[n] = p
+				n++
+			}
+		}
+		puts = puts[:n]
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("reading the record in %s: %w", r.rec.dir, err)
+	}
+	if len(puts) == 0 && len(deleted) == 0 {
+		return nil
+	}
+	// In key order: bbolt inserts into (and deletes from) a node in memory
+	// until the commit, so unsorted puts cost a copy of the node each (a
+	// round of 50,000: seconds), sorted ones an append.
+	slices.SortFunc(puts, func(a, b entry) int { return bytes.Compare(a.k, b.k) })
+	err = r.rec.update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(r.bucket)
 		if err != nil {
 			return err
 		}
-		for _, obj := range applied {
-			v, err := json.Marshal(obj)
-			if err != nil {
-				return err
-			}
-			if err := b.Put(r.key(obj), v); err != nil {
+		for _, p := range puts {
+			if err := b.Put(p.k, p.v); err != nil {
 				return err
 			}
 		}
-		for _, obj := range deleted {
-			if err := b.Delete(r.key(obj)); err != nil {
+		dels := make([][]byte, len(deleted))
+		for i, obj := range deleted {
+			dels[i] = r.key(obj)
+		}
+		slices.SortFunc(dels, bytes.Compare)
+		for _, k := range dels {
+			if err := b.Delete(k); err != nil {
 				return err
 			}
 		}

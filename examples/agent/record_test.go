@@ -9,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/steadystate/steadystate/examples/iptables"
 	"github.com/steadystate/steadystate/index"
+	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/reconciler/reconcilertest"
 	"github.com/steadystate/steadystate/statedb"
 )
@@ -34,7 +36,7 @@ func TestRecordPrunesEarlierRun(t *testing.T) {
 
 	// An earlier run applied a and b.
 	earlier := reconcilertest.NewTarget(func(o *recObj) string { return o.Name })
-	wrapped := recordTarget[*recObj](earlier, rec, "objs", key, log)
+	wrapped := recordTarget[*recObj](earlier, rec, "objs", key, nil, log)
 	for _, n := range []string{"a", "b"} {
 		if err := wrapped.Update(ctx, nil, &recObj{Name: n}); err != nil {
 			t.Fatal(err)
@@ -46,7 +48,7 @@ func TestRecordPrunesEarlierRun(t *testing.T) {
 	now := reconcilertest.NewTarget(func(o *recObj) string { return o.Name })
 	now.SetState("b", &recObj{Name: "b"}) // b is still in the real system
 	now.Inject("b", reconcilertest.Fault{Times: 1})
-	wrapped = recordTarget[*recObj](now, rec, "objs", key, log)
+	wrapped = recordTarget[*recObj](now, rec, "objs", key, nil, log)
 	desired := func(yield func(*recObj, statedb.Revision) bool) { yield(&recObj{Name: "a"}, 1) }
 	if err := wrapped.Prune(ctx, nil, desired); err == nil {
 		t.Fatal("a prune whose Delete of b failed reported no error")
@@ -65,6 +67,46 @@ func TestRecordPrunesEarlierRun(t *testing.T) {
 	}
 	if n := now.Count("delete", "b"); n != 2 {
 		t.Fatalf("%d Deletes of b, want 2 (the failed one and the retry)", n)
+	}
+}
+
+// Objects applied again as they were recorded (a restarted agent's first
+// round) cost no write to the record; a changed one is written.
+func TestRecordWritesOnlyChanges(t *testing.T) {
+	rec, err := openState(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.db.Close()
+	key := func(o *recObj) index.Key { return index.Key(o.Name) }
+	strip := func(o *recObj) *recObj { return &recObj{Name: o.Name} } // as a status would be left out
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	target := reconcilertest.NewTarget(func(o *recObj) string { return o.Name }).Batch()
+	wrapped := recordTarget[*recObj](target, rec, "objs", key, strip, log).(reconciler.BatchTarget[*recObj])
+	batch := func(names ...string) []reconciler.BatchEntry[*recObj] {
+		var b []reconciler.BatchEntry[*recObj]
+		for _, n := range names {
+			b = append(b, reconciler.BatchEntry[*recObj]{Object: &recObj{Name: n}})
+		}
+		return b
+	}
+	writes := func() int64 { st := rec.db.Stats(); return st.TxStats.GetWrite() }
+	ctx := context.Background()
+	wrapped.UpdateBatch(ctx, nil, batch("a", "b", "c"))
+	if m, _ := rec.applied("objs"); len(m) != 3 {
+		t.Fatalf("record: %v, want a, b, c", m)
+	}
+	before := writes()
+	wrapped.UpdateBatch(ctx, nil, batch("a", "b", "c"))
+	if n := writes() - before; n != 0 {
+		t.Fatalf("applying a, b, c again wrote %d pages to the record, want none", n)
+	}
+	wrapped.UpdateBatch(ctx, nil, batch("a", "d"))
+	if n := writes() - before; n == 0 {
+		t.Fatal("applying d, new, wrote nothing to the record")
+	}
+	if m, _ := rec.applied("objs"); len(m) != 4 || m["d"] == nil {
+		t.Fatalf("record: %v, want a to d", m)
 	}
 }
 
@@ -94,5 +136,27 @@ func TestRunCellsNamesEveryFunction(t *testing.T) {
 	}
 	if anon := regexp.MustCompile(`\.func[0-9]+`).FindString(out.String()); anon != "" {
 		t.Fatalf("run cells names an anonymous function (%s):\n%s", anon, out.String())
+	}
+}
+
+// The record keeps iptables texts (iptables.TextStore): saved, forgotten,
+// loaded back as they were, specs with any characters.
+func TestRecordTexts(t *testing.T) {
+	rec, err := openState(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.db.Close()
+	a := iptables.RuleText{Table: "filter", Chain: "STEADYSTATE-INPUT", Spec: "-p tcp --dport 22 -j ACCEPT", Text: "-A STEADYSTATE-INPUT -p tcp -m tcp --dport 22 -j ACCEPT"}
+	b := iptables.RuleText{Table: "nat", Chain: "STEADYSTATE-POSTROUTING", Spec: `-m comment --comment "x y" -j MASQUERADE`, Text: `-A STEADYSTATE-POSTROUTING -m comment --comment "x y" -j MASQUERADE`}
+	if err := rec.SaveTexts([]iptables.RuleText{a, b}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.SaveTexts(nil, []iptables.RuleText{{Table: a.Table, Chain: a.Chain, Spec: a.Spec}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := rec.LoadTexts()
+	if err != nil || len(got) != 1 || got[0] != b {
+		t.Fatalf("LoadTexts = %+v, %v; want only %+v", got, err, b)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/steadystate/steadystate/hive/cell"
 
+	"github.com/steadystate/steadystate/examples/iptables"
 	"github.com/steadystate/steadystate/examples/sysctl"
 )
 
@@ -26,6 +27,10 @@ import (
 //	                   changed it (sysctl.OriginalStore): saved before the
 //	                   write, dropped after the restore, so that a
 //	                   restarted agent restores what an earlier run changed
+//	iptables-texts     TABLE NUL CHAIN NUL SPEC -> how iptables-save shows
+//	                   that rule (iptables.TextStore), so that a restarted
+//	                   agent recognizes the rules in place without learning
+//	                   them again: a cache, dropped with the rule
 //	applied/TABLE      primary key -> the object (JSON) as last applied by
 //	                   that table's target, dropped when the target deleted
 //	                   it (see recordedTarget): what the agent changed, for
@@ -212,6 +217,51 @@ func (s *stateRecord) SaveOriginal(name, value string) error {
 // ForgetOriginal implements sysctl.OriginalStore.
 func (s *stateRecord) ForgetOriginal(name string) error {
 	return s.delete(bucketOriginals, []byte(name))
+}
+
+var (
+	_              iptables.TextStore = (*stateRecord)(nil)
+	bucketIPTTexts                    = []byte("iptables-texts")
+)
+
+// LoadTexts implements iptables.TextStore.
+func (s *stateRecord) LoadTexts() ([]iptables.RuleText, error) {
+	var out []iptables.RuleText
+	err := s.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketIPTTexts)
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			if f := strings.SplitN(string(k), "\x00", 3); len(f) == 3 {
+				out = append(out, iptables.RuleText{Table: f[0], Chain: f[1], Spec: f[2], Text: string(v)})
+			}
+			return nil
+		})
+	})
+	return out, err
+}
+
+// SaveTexts implements iptables.TextStore.
+func (s *stateRecord) SaveTexts(put, forget []iptables.RuleText) error {
+	key := func(rt iptables.RuleText) []byte { return []byte(rt.Table + "\x00" + rt.Chain + "\x00" + rt.Spec) }
+	return s.update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketIPTTexts)
+		if err != nil {
+			return err
+		}
+		for _, rt := range forget {
+			if err := b.Delete(key(rt)); err != nil {
+				return err
+			}
+		}
+		for _, rt := range put {
+			if err := b.Put(key(rt), []byte(rt.Text)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 func appliedBucket(table string) []byte { return []byte("applied/" + table) }

@@ -16,6 +16,7 @@
 //	save.go      reading iptables-save output
 //	restore.go   the edits of a chain, as iptables-restore input
 //	record.go    how the target recognizes its own rules
+//	texts.go     how iptables shows them, kept across restarts (TextStore)
 //	commands.go  running iptables-save and iptables-restore in the namespace
 //
 // # Ownership
@@ -42,7 +43,13 @@
 // only rules whose learned text appears are identified, and every other
 // rule (a stray, a rule changed behind the target's back, a rule written
 // since the last read) is deleted and written again. A target without a
-// record (after a restart) identifies nothing, so it rewrites a chain
+// record of a chain that has rules (after a restart) identifies them by
+// how iptables shows the chain's desired rules: texts an earlier target
+// saved in the TextStore (TargetConfig.Texts), or learned as a plan
+// learns them (see Plans). A restart over chains already as desired thus
+// writes nothing (handles and counters stay), and only rules changed
+// meanwhile are written again. Where nothing is saved or can be learned
+// (no scratch namespace), it identifies nothing and rewrites the chain
 // whole the first time it touches it: atomically, in one
 // iptables-restore, so packets never see the chain half-filled.
 //

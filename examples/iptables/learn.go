@@ -29,14 +29,16 @@ type textKey struct{ table, owned, args string }
 type learned struct {
 	text     string
 	rejected error
+	saved    bool // in the target's TextStore (texts.go)
 }
 
 // learnTexts makes sure t.texts holds every rule of chains (the desired
-// rules of owned chains of table, by owned chain), learning the missing
-// ones in one scratch namespace. Where no scratch namespace can be made
-// (no CAP_SYS_ADMIN), it sets t.noScratch and plans fall back on the
-// target's record, as its operations do. t.mu is held.
+// rules of owned chains of table, by owned chain): from the TextStore, or
+// learning the missing ones in one scratch namespace. Where no scratch
+// namespace can be made (no CAP_SYS_ADMIN), it sets t.noScratch and plans
+// fall back on the target's record, as its operations do. t.mu is held.
 func (t *Target) learnTexts(ctx context.Context, table string, chains map[string][]desiredRule) error {
+	t.loadTexts()
 	if t.noScratch {
 		return nil
 	}
@@ -64,6 +66,11 @@ func (t *Target) learnTextsIn(ctx context.Context, table string, chains map[stri
 	if len(todo) == 0 {
 		return nil
 	}
+	t.scratches.Add(1)
+	// What is learned is saved too (a plan learns the texts of a chain
+	// the target wrote: the next restart has them).
+	var put []RuleText
+	defer func() { t.persist(put, nil) }()
 	return netnsutil.Scratch(func() error {
 		for attempt := 0; ; attempt++ {
 			in := &restoreInput{}
@@ -122,6 +129,7 @@ func (t *Target) learnTextsIn(ctx context.Context, table string, chains map[stri
 				}
 				for i, d := range p.desired {
 					t.texts[textKey{table, p.owned, d.args}] = learned{text: lines[i]}
+					put = append(put, RuleText{table, p.owned, d.args, lines[i]})
 				}
 			}
 			return nil
@@ -131,3 +139,28 @@ func (t *Target) learnTextsIn(ctx context.Context, table string, chains map[stri
 
 // builtinOf returns the built-in chain of an owned chain's name.
 func builtinOf(owned, prefix string) string { return owned[len(prefix)+1:] }
+
+// learnUnrecorded learns the texts of the desired rules of every chain of
+// plans that has rules but no record (the target has not written it since
+// it started: after a restart), so that apply recognizes the rules already
+// in place by their text and leaves them alone instead of rewriting the
+// chain. A chain that is empty or absent needs nothing learned. If
+// learning fails (no scratch namespace, a failing iptables-restore), the
+// rules of those chains are not recognized and the chains are rewritten,
+// as a target without a record always did. t.mu is held.
+func (t *Target) learnUnrecorded(ctx context.Context, plans []*chainPlan, state map[string]*tableState) {
+	todo := map[string]map[string][]desiredRule{} // by table, owned chain
+	for _, p := range plans {
+		st := state[p.table]
+		if st == nil || len(st.owned[p.owned]) == 0 || len(p.desired) == 0 || len(t.written[recordKey{p.table, p.owned}]) > 0 {
+			continue
+		}
+		if todo[p.table] == nil {
+			todo[p.table] = map[string][]desiredRule{}
+		}
+		todo[p.table][p.owned] = p.desired
+	}
+	for table, chains := range todo {
+		_ = t.learnTexts(ctx, table, chains) // on failure: rewritten, see above
+	}
+}

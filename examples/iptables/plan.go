@@ -264,11 +264,7 @@ func (t *Target) PlanPrune(ctx context.Context, _ statedb.ReadTxn, desired iter.
 		want[k] = append(want[k], d)
 		keepTexts[textKey{k.table, k.owned, d.args}] = true
 	}
-	for k := range t.texts {
-		if !keepTexts[k] {
-			delete(t.texts, k) // forget what is no longer desired
-		}
-	}
+	t.forgetTexts(keepTexts) // what is no longer desired
 	var plan reconciler.Plan
 	for _, tbl := range slices.Sorted(maps.Keys(state)) {
 		st := state[tbl]
@@ -327,21 +323,31 @@ func (t *Target) view(st *tableState, table, owned string, desired []desiredRule
 		p.actual = identify(t.learnedRecord(table, owned), st.owned[owned])
 		return p
 	}
+	p.actual = t.identifyLearned(table, owned, desired, st.owned[owned])
+	return p
+}
+
+// identifyLearned names the rules of the owned chain of table, given as
+// iptables-save shows them (lines, in order), by the texts learned for the
+// desired rules: a line that is a desired rule's learned text is that
+// rule (each text once, in chain order); the others are left
+// unidentified. t.mu is held.
+func (t *Target) identifyLearned(table, owned string, desired []desiredRule, lines []string) []chainRule {
 	byText := map[string][]int{}
 	for i, d := range desired {
 		if l := t.texts[textKey{table, owned, d.args}]; l.text != "" {
 			byText[l.text] = append(byText[l.text], i)
 		}
 	}
-	for _, line := range st.owned[owned] {
-		r := chainRule{text: line}
+	out := make([]chainRule, len(lines))
+	for i, line := range lines {
+		out[i] = chainRule{text: line}
 		if q := byText[line]; len(q) > 0 {
-			r.name, r.args = desired[q[0]].name, desired[q[0]].args
+			out[i].name, out[i].args = desired[q[0]].name, desired[q[0]].args
 			byText[line] = q[1:]
 		}
-		p.actual = append(p.actual, r)
 	}
-	return p
+	return out
 }
 
 // restorations plans putting the chain's desired rules back: the missing

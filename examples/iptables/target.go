@@ -52,6 +52,11 @@ type TargetConfig struct {
 	// behind the target's back are then repaired only by the reconciler's
 	// refresh by age (RefreshInterval) and prune.
 	DisableWatch bool
+	// Texts, if set, keeps how iptables shows the target's rules across
+	// restarts (see texts.go): a restarted target then recognizes the
+	// rules already in place without learning them in a scratch
+	// namespace. Optional: without it they are learned.
+	Texts TextStore
 	// CheckInterval is how often, on the legacy backend (which sends no
 	// notifications), the watch reads the tables to see whether its chains
 	// changed. Default DefaultCheckInterval; negative: never.
@@ -76,6 +81,7 @@ type Target struct {
 	own         ownPIDs
 	stats       watchStats
 	saves       atomic.Uint64 // iptables-save runs of one table (save)
+	scratches   atomic.Uint64 // scratch namespaces texts were learned in (learn.go)
 	backendOnce sync.Once
 	nft         bool // the save command writes nf_tables
 	backendErr  error
@@ -98,6 +104,10 @@ type Target struct {
 	// make its scratch namespace.
 	texts     map[textKey]learned
 	noScratch bool
+	// store keeps texts across restarts (TargetConfig.Texts);
+	// storeLoaded is set once they were loaded from it.
+	store       TextStore
+	storeLoaded bool
 }
 
 var (
@@ -141,6 +151,7 @@ func NewTarget(cfg TargetConfig) (*Target, error) {
 		prepared: map[ruleID]preparedRule{},
 		written:  map[recordKey][]chainRule{},
 		texts:    map[textKey]learned{},
+		store:    cfg.Texts,
 	}, nil
 }
 
@@ -306,9 +317,16 @@ func (t *Target) apply(ctx context.Context, plans []*chainPlan, state map[string
 	sort.Slice(plans, func(i, j int) bool {
 		return plans[i].table < plans[j].table || plans[i].table == plans[j].table && plans[i].owned < plans[j].owned
 	})
+	t.learnUnrecorded(ctx, plans, state)
 	for _, p := range plans {
-		if st := state[p.table]; st != nil {
-			p.actual = identify(t.learnedRecord(p.table, p.owned), st.owned[p.owned])
+		st := state[p.table]
+		if st == nil {
+			continue
+		}
+		if rec := t.learnedRecord(p.table, p.owned); len(rec) > 0 {
+			p.actual = identify(rec, st.owned[p.owned])
+		} else {
+			p.actual = t.identifyLearned(p.table, p.owned, p.desired, st.owned[p.owned])
 		}
 	}
 	culprits = map[string]error{}
@@ -335,6 +353,7 @@ func (t *Target) apply(ctx context.Context, plans []*chainPlan, state map[string
 				t.written[k] = p.result
 			}
 		}
+		t.saveTexts(plans)
 		return culprits, nil
 	}
 }
@@ -387,8 +406,9 @@ func buildInput(plans []*chainPlan, state map[string]*tableState) *restoreInput 
 // state (the rules of desired in that chain): rules that are not desired,
 // duplicates, strays and rules changed behind the target's back are
 // deleted, and missing rules are put back, all in one iptables-restore.
-// A chain whose content the target cannot recognize (a new target, after
-// a restart) is rewritten whole in that batch. Chains without desired
+// A new target (after a restart) recognizes the rules of a chain by the
+// texts it learns for them (see learnUnrecorded); where it cannot learn,
+// the chain is rewritten whole in that batch. Chains without desired
 // rules are unhooked and deleted. Chains that do not exist are left to the
 // Updates of a refresh (the reconciler's RefreshInterval). Rules outside its
 // chains are never touched, except its own hooks. Invalid rules and rules
@@ -408,6 +428,7 @@ func (t *Target) Prune(ctx context.Context, _ statedb.ReadTxn, desired iter.Seq2
 	}
 	want := map[recordKey][]desiredRule{}
 	keys := map[string]bool{}
+	keepTexts := map[textKey]bool{}
 	for r := range desired {
 		d, err := t.prepare(r)
 		keys[d.key] = true
@@ -416,7 +437,10 @@ func (t *Target) Prune(ctx context.Context, _ statedb.ReadTxn, desired iter.Seq2
 		}
 		k := recordKey{r.Table, t.ChainName(r.Chain)}
 		want[k] = append(want[k], d)
+		keepTexts[textKey{k.table, k.owned, d.args}] = true
 	}
+	t.loadTexts()
+	t.forgetTexts(keepTexts) // what is no longer desired
 	for id, p := range t.prepared {
 		if !keys[p.d.key] {
 			delete(t.prepared, id)

@@ -1,6 +1,8 @@
 // Package netnstest holds the examples' test helpers for network
-// namespaces: a throw-away namespace per test, and checks that skip (or,
-// in CI, fail) a test that needs root or a command. Only tests import it,
+// namespaces: a throw-away namespace per test, checks that skip (or, in
+// CI, fail) a test that needs root or a command, and an exact record of
+// what was written to a namespace's routes and nf_tables rules
+// (WatchWrites, NFTRules: see writes.go). Only tests import it,
 // so the example agent's binary does not link package testing.
 package netnstest
 

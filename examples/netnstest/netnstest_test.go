@@ -72,3 +72,44 @@ func TestScratch(t *testing.T) {
 		t.Fatalf("the scratch namespace's link shows in the caller's: %q %v", out, err)
 	}
 }
+
+// WatchWrites sees a route and an iptables rule written in the namespace,
+// and nothing when nothing is written; NFTRules shows a rule's new handle
+// once it is deleted and written again.
+func TestWatchWrites(t *testing.T) {
+	RequireCommand(t, "iptables")
+	ns := New(t)
+	if _, err := ns.Command("iptables", "-A", "INPUT", "-j", "ACCEPT"); err != nil {
+		t.Fatal(err)
+	}
+	before := NFTRules(t, ns)
+	if len(before) != 1 || before[0].Chain != "INPUT" || !before[0].HasCounter {
+		t.Fatalf("NFTRules = %+v, want the one rule of INPUT, with a counter", before)
+	}
+
+	w := WatchWrites(t, ns)
+	if routes, nft := w.Stop(); len(routes) != 0 || len(nft) != 0 {
+		t.Fatalf("nothing written, yet routes %q, nft %q", routes, nft)
+	}
+
+	w = WatchWrites(t, ns)
+	if _, err := ns.Command("ip", "route", "add", "blackhole", "10.9.0.0/16"); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"-D", "INPUT", "1"}, {"-A", "INPUT", "-j", "ACCEPT"}} {
+		if _, err := ns.Command("iptables", args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	routes, nft := w.Stop()
+	if len(routes) != 1 || !strings.Contains(routes[0], "route add 10.9.0.0/16") {
+		t.Errorf("routes = %q, want the add of 10.9.0.0/16", routes)
+	}
+	if len(nft) == 0 {
+		t.Errorf("no nf_tables notification of a rule written again")
+	}
+	after := NFTRules(t, ns)
+	if len(after) != 1 || after[0].Handle == before[0].Handle {
+		t.Errorf("NFTRules after the rule was written again = %+v, before %+v: want a new handle", after, before)
+	}
+}

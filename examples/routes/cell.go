@@ -9,9 +9,16 @@ import (
 	"github.com/steadystate/steadystate/statedb"
 )
 
+// DefaultIncrementalRoundSize is the round size ReconcilerConfig sets:
+// large, because a round of a restart costs a listing of its tables (see
+// UpdateBatch), which costs as much as the tables are large, so a restart
+// should take few rounds.
+const DefaultIncrementalRoundSize = 50_000
+
 // ReconcilerConfig returns the reconciler configuration that keeps the
 // routes of table applied with target: Name "routes", the status accessors
-// and the clone function filled in, every other field at its default. Set
+// and the clone function filled in, IncrementalRoundSize
+// DefaultIncrementalRoundSize, every other field at its default. Set
 // FullReconciliationInterval (or call Reconciler.Prune) to have stale
 // routes pruned. Drift is repaired as the target's watch reports it;
 // RefreshInterval adds a refresh by age, as a backstop.
@@ -23,6 +30,8 @@ func ReconcilerConfig(table statedb.RWTable[*Route], target *Target) reconciler.
 		GetObjectStatus: (*Route).GetStatus,
 		SetObjectStatus: (*Route).SetStatus,
 		CloneObject:     (*Route).Clone,
+		// A round of a restart is a listing of its tables: few rounds.
+		IncrementalRoundSize: DefaultIncrementalRoundSize,
 	}
 }
 

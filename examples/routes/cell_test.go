@@ -28,8 +28,8 @@ func TestReconcilerConfig(t *testing.T) {
 	if cfg.Name != "routes" || cfg.Table != table || cfg.Target != target {
 		t.Fatalf("config %+v: want name routes, the table and the target", cfg)
 	}
-	if cfg.FullReconciliationInterval != 0 || cfg.IncrementalRoundSize != 0 {
-		t.Fatalf("config %+v: want the reconciler's defaults", cfg)
+	if cfg.FullReconciliationInterval != 0 || cfg.IncrementalRoundSize != DefaultIncrementalRoundSize {
+		t.Fatalf("config %+v: want IncrementalRoundSize %d, the reconciler's defaults otherwise", cfg, DefaultIncrementalRoundSize)
 	}
 	r := &Route{Prefix: netip.MustParsePrefix("10.0.0.0/8"), Type: TypeBlackhole}
 	c := cfg.CloneObject(r)

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
@@ -16,8 +15,8 @@ import (
 // a listing cost 18ms of CPU, and a refresh of a table, a listing per round
 // of 100, almost two seconds. Here each route's identity and protocol are
 // read in place, and only the routes the caller selects are decoded, into
-// the netlink.Route fields the target compares (type, gateway, device,
-// next hops, protocol).
+// what the target compares (kernelRoute: type, gateway, device, number of
+// next hops, protocol), with no allocation.
 
 // selectRoute chooses the routes of a listing to decode: by identity and
 // protocol.
@@ -33,6 +32,7 @@ type selectRoute func(k RouteKey, proto int) bool
 func (t *Target) list(family int, table uint32, proto int, keep selectRoute) ([]kernelRoute, error) {
 	var routes []kernelRoute
 	var err error
+	t.listings.Add(1)
 	for range maxDumpAttempts {
 		routes, err = t.p.list(family, table, proto, keep)
 		if !errors.Is(err, netlink.ErrDumpInterrupted) {
@@ -109,7 +109,7 @@ func decodeRoute(data []byte, table uint32, proto int, keep selectRoute) (kernel
 		return kernelRoute{}, false
 	}
 	family, dstLen, tos := data[0], int(data[1]), data[3]
-	rtTable, rtProto, scope, typ := uint32(data[4]), int(data[5]), data[6], data[7]
+	rtTable, rtProto, typ := uint32(data[4]), int(data[5]), data[7]
 	if tos != 0 || (proto != 0 && rtProto != proto) {
 		return kernelRoute{}, false
 	}
@@ -174,16 +174,10 @@ func decodeRoute(data []byte, table uint32, proto int, keep selectRoute) (kernel
 	if !keep(k, rtProto) {
 		return kernelRoute{}, false
 	}
-	nr := netlink.Route{
-		Family: int(family), Table: int(rtTable), Priority: int(priority), Tos: int(tos),
-		Protocol: netlink.RouteProtocol(rtProto), Scope: netlink.Scope(scope), Type: int(typ),
-		LinkIndex: int(oif), Dst: &net.IPNet{IP: net.IP(p.Masked().Addr().AsSlice()), Mask: net.CIDRMask(dstLen, a.BitLen())},
-	}
+	kr := kernelRoute{key: k, proto: rtProto, typ: typ, oif: int(oif), nexthops: nexthops}
 	if gw != nil {
-		nr.Gw = net.IP(append([]byte(nil), gw...))
+		g, _ := netip.AddrFromSlice(gw)
+		kr.gw = g.Unmap()
 	}
-	for range nexthops { // only their number is compared
-		nr.MultiPath = append(nr.MultiPath, &netlink.NexthopInfo{})
-	}
-	return kernelRoute{Route: nr, key: k}, true
+	return kr, true
 }

@@ -17,13 +17,19 @@ import (
 // This file holds the target's batch operations and its reads of the
 // kernel. Every function here runs with t.mu held and the target open.
 
-// UpdateBatch applies a round of routes (see Update for one). Every route
-// is first added exclusively (NLM_F_EXCL), all in one pipeline run: for
-// new routes that is all there is to do. Only for the routes whose
-// identity is taken does it list their tables, once per table and family
-// for the whole batch, to see whose route it is: the target's own is
-// replaced if it differs, another protocol's fails the entry with
-// ErrForeignRoute.
+// UpdateBatch applies a round of routes (see Update for one). A batch of
+// at least lookupFirst routes is first compared with one listing of each
+// of its tables (and families), unless the last such batch found most of
+// its routes missing (a bulk load: listings would only grow with the
+// table): routes already as desired are not written at all, the target's
+// routes that differ are replaced, another protocol's route fails its
+// entry with ErrForeignRoute, and only the missing routes are added. So
+// the rounds of a restart over routes already in place cost a listing
+// each and write nothing. Other batches (an edit, a bulk load) add every
+// route exclusively (NLM_F_EXCL), in one pipeline run, without a listing:
+// for new routes that is all there is to do. In both cases a route whose
+// add finds its identity taken (EEXIST) is looked up, once per table and
+// family for the batch, and decided as above.
 func (t *Target) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*Route]) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -56,6 +62,10 @@ func (t *Target) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []r
 		// Before the write, so that the watch knows its notification.
 		t.watched.expect(kr)
 	}
+	large := len(ops) >= lookupFirst
+	if large && !t.bulkLoad {
+		ops, entry = t.compareFirst(batch, ops, entry)
+	}
 	t.p.run(ops, t.proto)
 	defer func() {
 		for j := range ops {
@@ -66,11 +76,22 @@ func (t *Target) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []r
 	}()
 
 	var taken []int // indexes into ops
+	added := 0
+	defer func() {
+		if large {
+			t.bulkLoad = added > len(batch)/2
+		}
+	}()
 	for j := range ops {
+		if ops[j].kind == opAdd && ops[j].err == nil {
+			added++
+		}
 		switch err := ops[j].err; {
 		case err == nil:
-		case errors.Is(err, unix.EEXIST):
+		case ops[j].kind == opAdd && errors.Is(err, unix.EEXIST):
 			taken = append(taken, j)
+		case ops[j].kind == opReplace:
+			batch[entry[j]].Result = kernelError("replacing", batch[entry[j]].Object, err)
 		default:
 			batch[entry[j]].Result = kernelError("adding", batch[entry[j]].Object, err)
 		}
@@ -93,9 +114,8 @@ func (t *Target) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []r
 		}
 		cur, found := current[ops[j].route.key]
 		switch {
-		case found && int(cur.Protocol) != t.proto:
-			e.Result = fmt.Errorf("route %s: %w (protocol %s, not %d); remove it or change the desired route's table or metric",
-				e.Object, ErrForeignRoute, cur.Protocol, t.proto)
+		case found && cur.proto != t.proto:
+			e.Result = t.foreign(e.Object, cur)
 		case found && sameRoute(cur, &ops[j].route):
 			// Already as desired: read before write.
 		default:
@@ -110,6 +130,56 @@ func (t *Target) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []r
 			batch[entry[j]].Result = kernelError("replacing", batch[entry[j]].Object, err)
 		}
 	}
+}
+
+// lookupFirst is the smallest batch that UpdateBatch compares with a
+// listing of its tables before it writes. A listing costs as much as the
+// table is large, whatever the batch: worth it for the many routes of a
+// restart's rounds, most of them already in place, not for the few of an
+// edit, which are most often new, nor for the rounds of a bulk load.
+const lookupFirst = 64
+
+// compareFirst compares the adds ops (for batch[entry[j]]) with one
+// listing of their tables and returns the writes still needed: adds of
+// the missing routes, replaces of the target's routes that differ. A
+// route already as desired needs none; one of another protocol fails its
+// entry with ErrForeignRoute. If the listing fails, every add is left as
+// it is. t.mu is held.
+func (t *Target) compareFirst(batch []reconciler.BatchEntry[*Route], ops []routeOp, entry []int) ([]routeOp, []int) {
+	keys := make([]RouteKey, len(ops))
+	for j := range ops {
+		keys[j] = ops[j].route.key
+	}
+	current, err := t.lookup(keys)
+	if err != nil {
+		return ops, entry // the adds find out, as in a small batch
+	}
+	n := 0
+	for j := range ops {
+		op := ops[j]
+		cur, found := current[op.route.key]
+		switch {
+		case !found:
+		case cur.proto != t.proto:
+			batch[entry[j]].Result = t.foreign(batch[entry[j]].Object, cur)
+			t.watched.unexpect(op.route.key)
+			continue
+		case sameRoute(cur, &op.route):
+			continue // already as desired: no write
+		default:
+			op.kind = opReplace
+		}
+		ops[n], entry[n] = op, entry[j]
+		n++
+	}
+	return ops[:n], entry[:n]
+}
+
+// foreign is the error of r, whose identity the kernel's route cur of
+// another protocol has.
+func (t *Target) foreign(r *Route, cur kernelRoute) error {
+	return fmt.Errorf("route %s: %w (protocol %s, not %d); remove it or change the desired route's table or metric",
+		r, ErrForeignRoute, netlink.RouteProtocol(cur.proto), t.proto)
 }
 
 // DeleteBatch deletes a round of routes (see Delete for one). A delete
@@ -139,7 +209,7 @@ func (t *Target) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batch []r
 			ambiguousKeys = append(ambiguousKeys, k)
 		}
 	}
-	var current map[RouteKey]netlink.Route
+	var current map[RouteKey]kernelRoute
 	var lookupErr error
 	if len(ambiguous) > 0 {
 		current, lookupErr = t.lookup(ambiguousKeys)
@@ -163,7 +233,7 @@ func (t *Target) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batch []r
 				e.Result = fmt.Errorf("deleting route %s: listing routes: %w", e.Object, lookupErr)
 				continue
 			}
-			if cur, ok := current[k]; !ok || int(cur.Protocol) != t.proto {
+			if cur, ok := current[k]; !ok || cur.proto != t.proto {
 				continue // none of ours with metric 0
 			}
 		}
@@ -244,26 +314,33 @@ func rtnType(typ string) uint8 {
 
 // sameRoute reports whether the kernel's route cur is what want would
 // install. A device that want leaves to the kernel is not compared.
-func sameRoute(cur netlink.Route, want *kroute) bool {
-	if cur.Type != int(want.typ) {
+func sameRoute(cur kernelRoute, want *kroute) bool {
+	if cur.typ != want.typ {
 		return false
 	}
 	if want.typ != unix.RTN_UNICAST {
 		return true
 	}
-	if len(cur.MultiPath) > 0 {
-		return false
-	}
-	if gw, _ := netip.AddrFromSlice(cur.Gw); gw.Unmap() != want.via {
-		return false
-	}
-	return want.oif == 0 || cur.LinkIndex == want.oif
+	return cur.nexthops == 0 && cur.gw == want.via && (want.oif == 0 || cur.oif == want.oif)
 }
 
-// kernelRoute is a route listed from the kernel, with its identity.
+// kernelRoute is a route of the kernel as the target compares it: its
+// identity, protocol, type, gateway, device and number of next hops (of
+// a multipath route; 0 otherwise). Listings decode only these (see
+// dump.go).
 type kernelRoute struct {
-	netlink.Route
-	key RouteKey
+	key      RouteKey
+	proto    int
+	typ      uint8
+	gw       netip.Addr // invalid: none
+	oif      int        // 0: none
+	nexthops int
+}
+
+// kernelRouteOf is nr, with identity k, as the target compares it.
+func kernelRouteOf(nr netlink.Route, k RouteKey) kernelRoute {
+	gw, _ := netip.AddrFromSlice(nr.Gw)
+	return kernelRoute{key: k, proto: int(nr.Protocol), typ: uint8(nr.Type), gw: gw.Unmap(), oif: nr.LinkIndex, nexthops: len(nr.MultiPath)}
 }
 
 // maxDumpAttempts bounds the retries of a route listing that the kernel
@@ -272,7 +349,7 @@ const maxDumpAttempts = 3
 
 // lookup returns the kernel's routes with the given identities, listing
 // each table of each family involved once.
-func (t *Target) lookup(keys []RouteKey) (map[RouteKey]netlink.Route, error) {
+func (t *Target) lookup(keys []RouteKey) (map[RouteKey]kernelRoute, error) {
 	type tableOf struct {
 		family int
 		table  uint32
@@ -291,7 +368,7 @@ func (t *Target) lookup(keys []RouteKey) (map[RouteKey]netlink.Route, error) {
 			tables = append(tables, tf)
 		}
 	}
-	found := make(map[RouteKey]netlink.Route, len(keys))
+	found := make(map[RouteKey]kernelRoute, len(keys))
 	wanted := func(k RouteKey, _ int) bool { _, ok := want[k]; return ok }
 	for _, tf := range tables {
 		routes, err := t.list(tf.family, tf.table, 0, wanted)
@@ -299,7 +376,7 @@ func (t *Target) lookup(keys []RouteKey) (map[RouteKey]netlink.Route, error) {
 			return nil, err
 		}
 		for _, kr := range routes {
-			found[kr.key] = kr.Route
+			found[kr.key] = kr
 		}
 	}
 	return found, nil

@@ -93,14 +93,13 @@ func (t *Target) PlanUpdateBatch(ctx context.Context, _ statedb.ReadTxn, batch [
 
 // planAgainst is the plan of installing want (for r) given the kernel's
 // routes current. t.mu is held.
-func (t *Target) planAgainst(r *Route, want *kroute, current map[RouteKey]netlink.Route) (reconciler.Plan, error) {
+func (t *Target) planAgainst(r *Route, want *kroute, current map[RouteKey]kernelRoute) (reconciler.Plan, error) {
 	cur, found := current[want.key]
 	switch {
 	case !found:
 		return reconciler.Plan{{Action: reconciler.ActionAdd, Object: routeName(want.key), Detail: t.attrs(want.typ, want.via, want.oif)}}, nil
-	case int(cur.Protocol) != t.proto:
-		return nil, fmt.Errorf("route %s: %w (protocol %s, not %d); remove it or change the desired route's table or metric",
-			r, ErrForeignRoute, cur.Protocol, t.proto)
+	case cur.proto != t.proto:
+		return nil, t.foreign(r, cur)
 	case sameRoute(cur, want):
 		t.watched.expect(*want) // as the target would write it: its notifications are no drift
 		return nil, nil
@@ -139,8 +138,8 @@ func (t *Target) PlanDelete(ctx context.Context, _ statedb.ReadTxn, r *Route) (r
 	if err != nil {
 		return nil, fmt.Errorf("planning the delete of route %s: listing routes: %w", r, err)
 	}
-	if cur, ok := current[k]; ok && int(cur.Protocol) == t.proto {
-		return reconciler.Plan{t.removal(kernelRoute{Route: cur, key: k})}, nil
+	if cur, ok := current[k]; ok && cur.proto == t.proto {
+		return reconciler.Plan{t.removal(cur)}, nil
 	}
 	return nil, nil
 }
@@ -187,8 +186,7 @@ func (t *Target) stale(family int, keep map[RouteKey]struct{}) ([]kernelRoute, e
 
 // removal is the change of deleting the kernel's route kr.
 func (t *Target) removal(kr kernelRoute) reconciler.Change {
-	gw, _ := netip.AddrFromSlice(kr.Gw)
-	return reconciler.Change{Action: reconciler.ActionRemove, Object: routeName(kr.key), Detail: t.attrs(uint8(kr.Type), gw.Unmap(), kr.LinkIndex)}
+	return reconciler.Change{Action: reconciler.ActionRemove, Object: routeName(kr.key), Detail: t.attrs(kr.typ, kr.gw, kr.oif)}
 }
 
 // routeName names a route by its identity: "route 10.0.0.0/8", with
@@ -223,22 +221,22 @@ func (t *Target) attrs(typ uint8, via netip.Addr, oif int) string {
 // differences lists how the kernel's route cur differs from want, in the
 // terms of sameRoute: the type; for unicast, several next hops, the
 // gateway, and the device when want names one.
-func (t *Target) differences(cur netlink.Route, want *kroute) []string {
-	if cur.Type != int(want.typ) {
-		return []string{"type " + typeName(uint8(cur.Type)) + " -> " + typeName(want.typ)}
+func (t *Target) differences(cur kernelRoute, want *kroute) []string {
+	if cur.typ != want.typ {
+		return []string{"type " + typeName(cur.typ) + " -> " + typeName(want.typ)}
 	}
 	if want.typ != unix.RTN_UNICAST {
 		return nil
 	}
 	var diffs []string
-	if n := len(cur.MultiPath); n > 0 {
+	if n := cur.nexthops; n > 0 {
 		diffs = append(diffs, "nexthops "+strconv.Itoa(n)+" -> 1")
 	}
-	if gw, _ := netip.AddrFromSlice(cur.Gw); gw.Unmap() != want.via {
-		diffs = append(diffs, "gw "+addrOrNone(gw.Unmap())+" -> "+addrOrNone(want.via))
+	if cur.gw != want.via {
+		diffs = append(diffs, "gw "+addrOrNone(cur.gw)+" -> "+addrOrNone(want.via))
 	}
-	if want.oif != 0 && cur.LinkIndex != want.oif {
-		diffs = append(diffs, "dev "+t.devName(cur.LinkIndex)+" -> "+t.devName(want.oif))
+	if want.oif != 0 && cur.oif != want.oif {
+		diffs = append(diffs, "dev "+t.devName(cur.oif)+" -> "+t.devName(want.oif))
 	}
 	return diffs
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"sync"
+	"sync/atomic"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -64,8 +65,10 @@ type TargetConfig struct {
 //
 // Update never rewrites a route that is already as desired: it adds
 // exclusively, and only when the identity is taken does it read the
-// kernel's route to decide, so a refresh of an unchanged state changes
-// nothing in the kernel.
+// kernel's route to decide; a large batch (a first round after a restart)
+// is compared with one listing of its tables before anything is written.
+// So a restart or a refresh over an unchanged state changes nothing in
+// the kernel.
 //
 // Route changes are pipelined: a batch goes to the kernel in a few large
 // writes (see pipeline), which makes 10k routes faster than `ip -batch`.
@@ -81,6 +84,10 @@ type Target struct {
 	closed bool            // Close was called
 	h      *netlink.Handle // listings and device lookups; nil until the first operation
 	p      *pipeline       // route changes; nil until the first operation
+	// bulkLoad is set when the last large batch added most of its
+	// routes: the next adds without a listing first (see UpdateBatch).
+	bulkLoad bool
+	listings atomic.Uint64 // route listings made (dump.go), for tests
 
 	watched     watched    // what the drift watch reports a link's change for (watch.go)
 	stats       watchStats // of the drift watch

@@ -96,7 +96,7 @@ func (w *watched) own(r netlink.Route, k RouteKey) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	kr, ok := w.installed[k]
-	return ok && sameRoute(r, &kr)
+	return ok && sameRoute(kernelRouteOf(r, k), &kr)
 }
 
 // track records r (about to be applied or planned) for the watch.
