@@ -284,42 +284,12 @@ func BenchmarkFleet(b *testing.B) {
 
 func fleetOnce(b *testing.B, agents, objects, rounds int) {
 	b.StopTimer()
-	cl := etcdtest.StartCluster(b, etcdtest.Binary(b), 3)
-	c := cl.Client()
-	l := etcd.Layout{}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	var started []*simAgent
-	defer func() {
-		cancel()
-		wg.Wait()
-		for _, a := range started {
-			a.pub.Stop(context.Background())
-		}
-	}()
-
-	desired := map[string][]byte{}
-	for i := range objects {
-		desired["o"+strconv.Itoa(i)] = []byte("v0")
-	}
-	rev, err := etcd.Apply(ctx, c, l, "objs", etcd.ScopeAll, desired)
-	if err != nil {
-		b.Fatal(err)
-	}
-	fleet := watchFleet(ctx, c, l)
-	// Ten clients for the fleet, as if ten agents shared a connection
-	// pool: 100 gRPC connections would measure the loopback more than
-	// etcd.
-	var clients []*clientv3.Client
-	for range min(agents, 10) {
-		clients = append(clients, cl.Client())
-	}
+	f := newBenchFleet(b, objects)
+	defer f.stop()
+	ctx, c, l, desired, fleet := f.ctx, f.c, f.l, f.desired, f.fleet
 	b.StartTimer()
 	start := time.Now()
-	for i := range agents {
-		started = append(started, startAgent(ctx, b, clients[i%len(clients)], l, fmt.Sprintf("node%03d", i), &wg))
-	}
-	fleet.waitApplied(b, rev, agents)
+	f.startAgents(agents)
 	initial := time.Since(start)
 
 	change := func(r int) int64 {
@@ -353,4 +323,69 @@ func fleetOnce(b *testing.B, agents, objects, rounds int) {
 	writes := float64(fleet.numWrites() - writesBefore)
 	b.ReportMetric(writes/churn.Seconds(), "status-writes/s")
 	b.ReportMetric(writes/churn.Seconds()/float64(agents), "status-writes/s/agent")
+}
+
+// benchFleet is the fleet the fleet and rollout benchmarks run: a 3-member
+// etcd holding objects desired fleet-wide, a watch of every node's status,
+// and simulated agents, until stop (the cluster until the benchmark ends).
+type benchFleet struct {
+	b       *testing.B
+	ctx     context.Context
+	cancel  context.CancelFunc
+	cl      *etcdtest.Cluster
+	c       *clientv3.Client
+	l       etcd.Layout
+	desired map[string][]byte // as applied at rev
+	rev     int64
+	fleet   *fleetWatch
+	agents  []*simAgent
+	wg      sync.WaitGroup
+}
+
+// newBenchFleet starts the cluster and applies objects objects ("o0".."oN"
+// = "v0") fleet-wide.
+func newBenchFleet(b *testing.B, objects int) *benchFleet {
+	f := &benchFleet{b: b, cl: etcdtest.StartCluster(b, etcdtest.Binary(b), 3)}
+	f.c = f.cl.Client()
+	ctx := f.start()
+	f.desired = map[string][]byte{}
+	for i := range objects {
+		f.desired["o"+strconv.Itoa(i)] = []byte("v0")
+	}
+	var err error
+	if f.rev, err = etcd.Apply(ctx, f.c, f.l, "objs", etcd.ScopeAll, f.desired); err != nil {
+		f.stop()
+		b.Fatal(err)
+	}
+	f.fleet = watchFleet(ctx, f.c, f.l)
+	return f
+}
+
+func (f *benchFleet) start() context.Context {
+	f.ctx, f.cancel = context.WithCancel(context.Background())
+	return f.ctx
+}
+
+// stop stops the agents and the fleet's watch.
+func (f *benchFleet) stop() {
+	f.cancel()
+	f.wg.Wait()
+	for _, a := range f.agents {
+		a.pub.Stop(context.Background())
+	}
+}
+
+// startAgents starts n agents ("node000".."nodeN") and waits until every
+// one applied the first state. Ten clients serve them, as if ten agents
+// shared a connection pool: n gRPC connections would measure the loopback
+// more than etcd.
+func (f *benchFleet) startAgents(n int) {
+	var clients []*clientv3.Client
+	for range min(n, 10) {
+		clients = append(clients, f.cl.Client())
+	}
+	for i := range n {
+		f.agents = append(f.agents, startAgent(f.ctx, f.b, clients[i%len(clients)], f.l, fmt.Sprintf("node%03d", i), &f.wg))
+	}
+	f.fleet.waitApplied(f.b, f.rev, n)
 }

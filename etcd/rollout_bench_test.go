@@ -14,7 +14,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/steadystate/steadystate/etcd"
-	"github.com/steadystate/steadystate/etcd/etcdtest"
 )
 
 // BenchmarkRollout runs the fleet benchmark's simulated agents (100, 10
@@ -46,36 +45,10 @@ func BenchmarkRollout(b *testing.B) {
 
 func rolloutOnce(b *testing.B, agents, objects int) {
 	b.StopTimer()
-	cl := etcdtest.StartCluster(b, etcdtest.Binary(b), 3)
-	c := cl.Client()
-	l := etcd.Layout{}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	var started []*simAgent
-	defer func() {
-		cancel()
-		wg.Wait()
-		for _, a := range started {
-			a.pub.Stop(context.Background())
-		}
-	}()
-	desired := map[string][]byte{}
-	for i := range objects {
-		desired["o"+strconv.Itoa(i)] = []byte("v0")
-	}
-	rev, err := etcd.Apply(ctx, c, l, "objs", etcd.ScopeAll, desired)
-	if err != nil {
-		b.Fatal(err)
-	}
-	fleet := watchFleet(ctx, c, l)
-	var clients []*clientv3.Client
-	for range min(agents, 10) {
-		clients = append(clients, cl.Client())
-	}
-	for i := range agents {
-		started = append(started, startAgent(ctx, b, clients[i%len(clients)], l, fmt.Sprintf("node%03d", i), &wg))
-	}
-	fleet.waitApplied(b, rev, agents)
+	f := newBenchFleet(b, objects)
+	defer f.stop()
+	f.startAgents(agents)
+	ctx, c, l, desired, fleet, started := f.ctx, f.c, f.l, f.desired, f.fleet, f.agents
 
 	// Plain applies: one object changed, until every agent applied it,
 	// half a second apart as BenchmarkFleet's (the agents' status writes
