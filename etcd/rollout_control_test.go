@@ -21,13 +21,7 @@ import (
 // the reached node returns to the previous state, the driver fails with
 // ErrRolloutLost, the history says "aborted".
 func TestRolloutPauseResumeAbort(t *testing.T) {
-	cl := startServer(t)
-	ctx := ctxT(t)
-	c := cl.Client()
-	l := etcd.Layout{}
-	if _, err := etcd.Apply(ctx, c, l, "objs", etcd.ScopeAll, values("a", "v1")); err != nil {
-		t.Fatal(err)
-	}
+	cl, ctx, c, l := startWithV1(t)
 	names := []string{"n0", "n1", "n2"}
 	f := startSimFleet(t, cl, names...)
 	v1, v2, v3 := map[string]string{"a": "v1"}, map[string]string{"a": "v2"}, map[string]string{"a": "v3"}
@@ -162,13 +156,7 @@ func (t *hookTxn) Commit() (*clientv3.TxnResponse, error) {
 // winner, and leaves no generation behind. Concurrent starts, many
 // times: one wins each time.
 func TestRolloutOneAtATime(t *testing.T) {
-	cl := startServer(t)
-	ctx := ctxT(t)
-	c := cl.Client()
-	l := etcd.Layout{}
-	if _, err := etcd.Apply(ctx, c, l, "objs", etcd.ScopeAll, values("a", "v1")); err != nil {
-		t.Fatal(err)
-	}
+	cl, ctx, c, l := startWithV1(t)
 	f := startSimFleet(t, cl, "n0", "n1")
 	f.waitApplied("n0", "n1")
 	spec := func(v string) etcd.RolloutSpec {
@@ -232,13 +220,7 @@ func TestRolloutOneAtATime(t *testing.T) {
 // status and resume, blocks applies and starts, and an abort rolls back
 // the pins it finds (the node returns to the state in force).
 func TestRolloutBadInput(t *testing.T) {
-	cl := startServer(t)
-	ctx := ctxT(t)
-	c := cl.Client()
-	l := etcd.Layout{}
-	if _, err := etcd.Apply(ctx, c, l, "objs", etcd.ScopeAll, values("a", "v1")); err != nil {
-		t.Fatal(err)
-	}
+	cl, ctx, c, l := startWithV1(t)
 	f := startSimFleet(t, cl, "n0", "n1")
 	f.waitApplied("n0", "n1")
 	good := map[string]map[string][]byte{"objs": values("a", "v2")}
@@ -382,13 +364,7 @@ func loseOnce(key string, del, commit bool) func([]clientv3.Op) (bool, bool) {
 // generation is put in force, the node's desired revision is the
 // abort's, and the node applies the empty state.
 func TestRolloutAbortUnreadableNoCurrent(t *testing.T) {
-	cl := startServer(t)
-	ctx := ctxT(t)
-	c := cl.Client()
-	l := etcd.Layout{}
-	if _, err := etcd.Apply(ctx, c, l, "objs", etcd.ScopeAll, values("a", "v1")); err != nil {
-		t.Fatal(err)
-	}
+	cl, ctx, c, l := startWithV1(t)
 	f := startSimFleet(t, cl, "n0", "n1")
 	f.waitApplied("n0", "n1")
 	d, err := etcd.StartRollout(ctx, c, l, etcd.RolloutSpec{Tables: map[string]map[string][]byte{"objs": values("a", "v2")},
@@ -448,13 +424,7 @@ func TestRolloutHistoryKeptUnreadable(t *testing.T) {
 // A live node whose status does not parse could never answer a step: a
 // rollout is refused before anything is written, naming its key.
 func TestRolloutRefusesUnreadableStatus(t *testing.T) {
-	cl := startServer(t)
-	ctx := ctxT(t)
-	c := cl.Client()
-	l := etcd.Layout{}
-	if _, err := etcd.Apply(ctx, c, l, "objs", etcd.ScopeAll, values("a", "v1")); err != nil {
-		t.Fatal(err)
-	}
+	cl, ctx, c, l := startWithV1(t)
 	f := startSimFleet(t, cl, "n0", "n1")
 	f.waitApplied("n0", "n1")
 	put, err := c.Put(ctx, l.Status("n2"), "{not a status")

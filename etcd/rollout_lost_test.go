@@ -28,13 +28,7 @@ func hookedClient(cl interface{ Client() *clientv3.Client }, lose func([]clientv
 // with the new state. A start whose transaction never went is refused
 // and leaves nothing staged.
 func TestRolloutStartLostAnswer(t *testing.T) {
-	cl := startServer(t)
-	ctx := ctxT(t)
-	c := cl.Client()
-	l := etcd.Layout{}
-	if _, err := etcd.Apply(ctx, c, l, "objs", etcd.ScopeAll, values("a", "v1")); err != nil {
-		t.Fatal(err)
-	}
+	cl, ctx, c, l := startWithV1(t)
 	names := []string{"n0", "n1"}
 	f := startSimFleet(t, cl, names...)
 	f.waitApplied(names...)
@@ -103,13 +97,7 @@ func TestRolloutStartLostAnswer(t *testing.T) {
 // it (the driver reports it completed at the revision the history
 // holds), and an abort's.
 func TestRolloutWritesLostAnswer(t *testing.T) {
-	cl := startServer(t)
-	ctx := ctxT(t)
-	c := cl.Client()
-	l := etcd.Layout{}
-	if _, err := etcd.Apply(ctx, c, l, "objs", etcd.ScopeAll, values("a", "v1")); err != nil {
-		t.Fatal(err)
-	}
+	cl, ctx, c, l := startWithV1(t)
 	names := []string{"n0", "n1"}
 	f := startSimFleet(t, cl, names...)
 	f.waitApplied(names...)

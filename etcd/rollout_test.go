@@ -49,6 +49,21 @@ type simFleet struct {
 	nodes map[string]*simNode
 }
 
+// startWithV1 starts an etcd server whose fleet-wide table objs holds
+// a=v1, the state the rollout tests start from, and returns it, a context
+// for the test, a client and the default layout.
+func startWithV1(t *testing.T) (*etcdtest.Cluster, context.Context, *clientv3.Client, etcd.Layout) {
+	t.Helper()
+	cl := startServer(t)
+	ctx := ctxT(t)
+	c := cl.Client()
+	l := etcd.Layout{}
+	if _, err := etcd.Apply(ctx, c, l, "objs", etcd.ScopeAll, values("a", "v1")); err != nil {
+		t.Fatal(err)
+	}
+	return cl, ctx, c, l
+}
+
 func startSimFleet(t *testing.T, cl *etcdtest.Cluster, names ...string) *simFleet {
 	t.Helper()
 	f := &simFleet{t: t, c: cl.Client(), nodes: map[string]*simNode{}}
@@ -264,13 +279,7 @@ func rolloutCompletes(t *testing.T, cl *etcdtest.Cluster) {
 // error; the history says so. With --max-failures 1, the canary's NACK is
 // tolerated, and the next step's NACKs halt it.
 func TestRolloutHaltsOnNACK(t *testing.T) {
-	cl := startServer(t)
-	ctx := ctxT(t)
-	c := cl.Client()
-	l := etcd.Layout{}
-	if _, err := etcd.Apply(ctx, c, l, "objs", etcd.ScopeAll, values("a", "v1")); err != nil {
-		t.Fatal(err)
-	}
+	cl, ctx, c, l := startWithV1(t)
 	names := []string{"n0", "n1", "n2", "n3"}
 	f := startSimFleet(t, cl, names...)
 	v1 := map[string]string{"a": "v1"}
@@ -336,13 +345,7 @@ func TestRolloutHaltsOnNACK(t *testing.T) {
 // force for nodes not reached; it gets the new state when the rollout
 // completes.
 func TestRolloutTimeoutAndJoiner(t *testing.T) {
-	cl := startServer(t)
-	ctx := ctxT(t)
-	c := cl.Client()
-	l := etcd.Layout{}
-	if _, err := etcd.Apply(ctx, c, l, "objs", etcd.ScopeAll, values("a", "v1")); err != nil {
-		t.Fatal(err)
-	}
+	cl, ctx, c, l := startWithV1(t)
 	names := []string{"n0", "n1", "n2"}
 	f := startSimFleet(t, cl, names...)
 	v1, v2 := map[string]string{"a": "v1"}, map[string]string{"a": "v2"}
