@@ -70,6 +70,11 @@ func TestRecoveryLogged(t *testing.T) {
 type logRecorder struct {
 	mu    sync.Mutex
 	lines []string
+
+	// round, if set, numbers the round each line was logged in (rounds
+	// holds the numbers, one per line).
+	round  func() int
+	rounds []int
 }
 
 func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
@@ -83,6 +88,9 @@ func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.lines = append(l.lines, line)
+	if l.round != nil {
+		l.rounds = append(l.rounds, l.round())
+	}
 	return nil
 }
 
@@ -103,11 +111,15 @@ func (l *logRecorder) matching(substr string) []string {
 }
 
 // A round logs ten recoveries one by one at most, and the rest as one
-// count when it ends: 25 objects that failed once and then succeed in one
-// round log 10 lines and "15 more objects".
+// count when it ends: 25 objects that failed once and then succeed log,
+// in each round, at most ten lines and "N more objects" for the rest, and
+// every object once. The target is a batch target so that each round is
+// one recorded batch: a line belongs to the round of the batches so far
+// when it was logged (a round logs after its batch, before the next).
 func TestRecoveryLogBounded(t *testing.T) {
-	f := newFixture(t, false)
+	f := newFixture(t, true)
 	logs := &logRecorder{}
+	logs.round = func() int { return len(f.target.Batches()) }
 	f.cfg.Logger = slog.New(logs)
 	f.start()
 
@@ -123,23 +135,41 @@ func TestRecoveryLogBounded(t *testing.T) {
 	}
 	f.mustReconcile()
 
-	one, more := 0, logs.matching("Done after failures:")
-	for _, l := range logs.matching("Done after 1 failure:") {
-		if strings.HasPrefix(l, "INFO Done after 1 failure: o") {
-			one++
+	type round struct{ one, counted, summaries int }
+	rounds := map[int]*round{}
+	total := 0
+	logs.mu.Lock()
+	for i, l := range logs.lines {
+		r := rounds[logs.rounds[i]]
+		if r == nil {
+			r = &round{}
+			rounds[logs.rounds[i]] = r
+		}
+		switch {
+		case strings.HasPrefix(l, "INFO Done after 1 failure: o"):
+			r.one++
+			total++
+		case strings.HasPrefix(l, "INFO Done after failures:"):
+			var n, all int
+			if _, err := fmt.Sscanf(l, "INFO Done after failures: %d more objects (the first 10 logged one by one) objects=%d", &n, &all); err != nil {
+				t.Fatalf("summary line %q: %v", l, err)
+			}
+			if all != n+10 {
+				t.Errorf("summary line %q: objects=%d, want the %d more and the 10 logged", l, all, n)
+			}
+			r.counted += n
+			r.summaries++
+			total += n
 		}
 	}
-	// The retries may come in more than one round: each round logs at most
-	// ten lines and counts the rest, and every object is in one of them.
-	counted := 0
-	for _, l := range more {
-		var n int
-		if _, err := fmt.Sscanf(l, "INFO Done after failures: %d more", &n); err != nil {
-			t.Fatalf("summary line %q: %v", l, err)
+	logs.mu.Unlock()
+	if total != 25 {
+		t.Fatalf("%d recoveries logged or counted, want 25", total)
+	}
+	for n, r := range rounds {
+		if r.one > 10 || r.summaries > 1 || (r.summaries == 1) != (r.one == 10 && r.counted > 0) {
+			t.Errorf("round after batch %d: %d lines one by one, %d counted in %d summaries: want at most 10 one by one and the rest in one summary", n, r.one, r.counted, r.summaries)
 		}
-		counted += n
 	}
-	if one+counted != 25 || one > 10*max(1, len(more)) {
-		t.Fatalf("%d lines one by one and %d counted in %q: want 25 in all, at most 10 a round", one, counted, more)
-	}
+	t.Logf("25 recoveries in %d rounds", len(rounds))
 }
