@@ -62,7 +62,7 @@ func (i LPMIndex[Obj]) Query(addr netip.Addr) Query[Obj] {
 	if !addr.IsValid() {
 		return Query[Obj]{index: i.Name, key: lpmNoKey}
 	}
-	return Query[Obj]{index: i.Name, key: lpmKey(netip.PrefixFrom(addr, addr.BitLen()))}
+	return Query[Obj]{index: i.Name, addr: addr.WithZone("")}
 }
 
 // QueryPrefix returns a query for a prefix: with Get, List and Matches the
@@ -179,32 +179,42 @@ var lpmBits = func() (t [256][8]byte) {
 	return t
 }()
 
+// lpmKeyBuf holds the longest LPM key: the family byte and 128 bits.
+type lpmKeyBuf [1 + 128]byte
+
 // lpmKey returns the key of p, masked and without zone (see above); an
 // invalid p gets lpmNoKey.
 func lpmKey(p netip.Prefix) index.Key {
 	if !p.IsValid() {
 		return lpmNoKey
 	}
+	return lpmAppendKey(make(index.Key, 0, 1+p.Bits()), p)
+}
+
+// lpmAppendKey appends the key of the valid prefix p to dst.
+func lpmAppendKey(dst []byte, p netip.Prefix) index.Key {
 	bits := p.Bits()
-	k := make(index.Key, 1+bits)
 	var a [16]byte
+	family := byte(lpmFamily6)
 	if p.Addr().Is4() {
-		k[0] = lpmFamily4
+		family = lpmFamily4
 		a4 := p.Addr().As4()
 		copy(a[:], a4[:])
 	} else {
-		k[0] = lpmFamily6
 		a = p.Addr().As16()
 	}
+	n := len(dst)
+	dst = append(dst, family)
+	dst = append(dst, make([]byte, bits)...)
 	// Whole bytes of the address eight bits at a time, then the rest; bits
 	// beyond the prefix length are never read, which masks the address.
-	out := k[1:]
+	out := dst[n+1:]
 	i := 0
 	for ; i+8 <= bits; i += 8 {
 		copy(out[i:i+8], lpmBits[a[i/8]][:])
 	}
 	copy(out[i:], lpmBits[a[i/8%16]][:bits-i])
-	return k
+	return dst
 }
 
 // lpmPrefix decodes an LPM index key; ok is false for anything lpmKey
@@ -308,9 +318,9 @@ func (t *table[Obj]) matches(txn ReadTxn, q Query[Obj], watch bool) (iter.Seq2[O
 	var ch <-chan struct{}
 	if watch {
 		// Any prefix of the query's family may gain or lose an entry.
-		ch = lpmWatch(root, q.key, 1)
+		ch = lpmWatch(root, q.Key(), 1)
 	}
-	key := q.key
+	key := q.Key()
 	return func(yield func(Obj, Revision) bool) {
 		lpmMatches(root, key, func(_ int, group *treeNode) bool {
 			more := true

@@ -696,3 +696,35 @@ func fuzzPrefix(b []byte, bits int) netip.Prefix {
 	}
 	return netip.PrefixFrom(a, bits)
 }
+
+// A longest-prefix Get by address allocates nothing (its key is encoded on
+// the reader's stack), and the address query's key is the full-length
+// prefix's, zone or not.
+func TestLPMGetAllocs(t *testing.T) {
+	db := New()
+	routes := newLPMTable(t, db, "routes", lpmUnique)
+	wtxn := db.WriteTxn(routes)
+	for i, p := range []string{"10.0.0.0/8", "10.1.0.0/16", "fe80::/10"} {
+		if _, _, err := routes.Insert(wtxn, &lpmObject{ID: uint64(i), Prefixes: []netip.Prefix{pfx(p)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wtxn.Commit()
+	txn := db.ReadTxn()
+	for _, c := range []struct{ addr, want string }{{"10.1.2.3", "10.1.0.0/16"}, {"fe80::1%eth0", "fe80::/10"}} {
+		a := addr(c.addr)
+		q := lpmUnique.Query(a)
+		if got, want := q.Key(), lpmUnique.QueryPrefix(netip.PrefixFrom(a.WithZone(""), a.BitLen())).Key(); !slices.Equal(got, want) {
+			t.Errorf("Query(%s).Key() = %q, want %q", a, got, want)
+		}
+		var found bool
+		var o *lpmObject
+		allocs := testing.AllocsPerRun(100, func() { o, _, found = routes.Get(txn, q) })
+		if !found || o.Prefixes[0] != pfx(c.want) {
+			t.Errorf("Get(%s) = %v, %v, want %s", a, o, found, c.want)
+		}
+		if allocs != 0 && !raceEnabled {
+			t.Errorf("Get(%s) allocates %v times, want 0", a, allocs)
+		}
+	}
+}

@@ -74,7 +74,8 @@ func (t *table[Obj]) Get(txn ReadTxn, q Query[Obj]) (obj Obj, rev Revision, foun
 	case t.plain[pos]:
 		o, found = e.root(pos).Get(q.key)
 	case t.lpm[pos]:
-		o, found = lpmFirst(e.root(pos), q.key)
+		var buf lpmKeyBuf
+		o, found = lpmFirst(e.root(pos), q.keyIn(&buf))
 	default:
 		_, o, found = e.snapshot(pos).Prefix(nonUniqueExact(q.key)).Minimum()
 	}
@@ -98,7 +99,8 @@ func (t *table[Obj]) GetWatch(txn ReadTxn, q Query[Obj]) (obj Obj, rev Revision,
 		watch, o, found = root.GetWatch(q.key)
 	case t.lpm[pos]:
 		var group *treeNode
-		group, watch = lpmGet(root, q.key, true)
+		var buf lpmKeyBuf
+		group, watch = lpmGet(root, q.keyIn(&buf), true)
 		_, o, found = group.Minimum()
 	default:
 		var sub *treeNode
@@ -124,7 +126,8 @@ func (t *table[Obj]) list(txn ReadTxn, q Query[Obj], watch bool) (iter.Seq2[Obj,
 	pos := t.indexPos(q.index)
 	if t.lpm[pos] {
 		_, root := t.snapshotRoot(txn, pos)
-		group, ch := lpmGet(root, q.key, watch)
+		var buf lpmKeyBuf
+		group, ch := lpmGet(root, q.keyIn(&buf), watch)
 		return t.all(group), ch
 	}
 	if t.plain[pos] {
@@ -170,7 +173,7 @@ func (t *table[Obj]) PrefixWatch(txn ReadTxn, q Query[Obj]) (iter.Seq2[Obj, Revi
 func (t *table[Obj]) prefix(txn ReadTxn, q Query[Obj], watch bool) (iter.Seq2[Obj, Revision], <-chan struct{}) {
 	pos := t.indexPos(q.index)
 	e, root := t.snapshotRoot(txn, pos)
-	key := q.key
+	key := q.Key()
 	if !t.plain[pos] {
 		key = escapeKey(nil, key)
 	}
@@ -200,7 +203,7 @@ func (t *table[Obj]) LowerBoundWatch(txn ReadTxn, q Query[Obj]) (iter.Seq2[Obj, 
 func (t *table[Obj]) lowerBound(txn ReadTxn, q Query[Obj], watch bool) (iter.Seq2[Obj, Revision], <-chan struct{}) {
 	pos := t.indexPos(q.index)
 	e, root := t.snapshotRoot(txn, pos)
-	key := q.key
+	key := q.Key()
 	if !t.plain[pos] {
 		// Tree keys of a non-unique index sort by secondary key first
 		// (see appendNonUnique), so seeking its encoding is exact. An
@@ -230,7 +233,7 @@ func (t *table[Obj]) LastWatch(txn ReadTxn, q Query[Obj]) (obj Obj, rev Revision
 func (t *table[Obj]) last(txn ReadTxn, q Query[Obj], watch bool) (obj Obj, rev Revision, ch <-chan struct{}, found bool) {
 	pos := t.indexPos(q.index)
 	e, root := t.snapshotRoot(txn, pos)
-	key := q.key
+	key := q.Key()
 	if !t.plain[pos] {
 		key = escapeKey(nil, key)
 	}
@@ -264,7 +267,7 @@ func (t *table[Obj]) ReverseLowerBoundWatch(txn ReadTxn, q Query[Obj]) (iter.Seq
 func (t *table[Obj]) reverseLowerBound(txn ReadTxn, q Query[Obj], watch bool) (iter.Seq2[Obj, Revision], <-chan struct{}) {
 	pos := t.indexPos(q.index)
 	e, root := t.snapshotRoot(txn, pos)
-	key := q.key
+	key := q.Key()
 	if !t.plain[pos] {
 		// The tree keys of the secondary keys <= k are exactly those below
 		// escape(k) 0x00 0x01, which is no tree key itself: the terminator

@@ -2,6 +2,7 @@ package statedb
 
 import (
 	"iter"
+	"net/netip"
 
 	"github.com/steadystate/steadystate/index"
 )
@@ -64,13 +65,32 @@ type Indexer[Obj any] interface {
 type Query[Obj any] struct {
 	index string
 	key   index.Key
+	// addr is the address of an LPMIndex.Query, whose key is encoded when
+	// the query is run (into a buffer on the reader's stack; see keyIn),
+	// not when it is built, so that a longest-prefix lookup allocates
+	// nothing. key is nil then.
+	addr netip.Addr
 }
 
 // IndexName returns the name of the index the query is for.
 func (q Query[Obj]) IndexName() string { return q.index }
 
 // Key returns the encoded key of the query.
-func (q Query[Obj]) Key() index.Key { return q.key }
+func (q Query[Obj]) Key() index.Key {
+	if q.addr.IsValid() {
+		return lpmKey(netip.PrefixFrom(q.addr, q.addr.BitLen()))
+	}
+	return q.key
+}
+
+// keyIn returns the encoded key of the query, encoded into buf if it is
+// an LPM address query's. The key is valid while buf is.
+func (q *Query[Obj]) keyIn(buf *lpmKeyBuf) index.Key {
+	if q.addr.IsValid() {
+		return lpmAppendKey(buf[:0], netip.PrefixFrom(q.addr, q.addr.BitLen()))
+	}
+	return q.key
+}
 
 // Table is the read-only view of a table of Obj. Every read takes a ReadTxn
 // and sees exactly the snapshot of that transaction; reads never block.
