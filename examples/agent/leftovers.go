@@ -80,9 +80,13 @@ func socketFor(netnsFlag string) string {
 // same namespace.
 var errAgentRunning = errors.New("another agent is running")
 
-// lockPatience is how long lockNamespace tries to take a lock that is
-// held (see there).
-const lockPatience = time.Second
+// lockPatience is how long lockNamespace tries to take a lock held while
+// the agent that wrote its pid into it lives; lockOrphanPatience how long
+// once that agent is gone (see there).
+const (
+	lockPatience       = time.Second
+	lockOrphanPatience = 10 * time.Second
+)
 
 // lockNamespace takes RUNDIR/<ns>.lock for the life of the process, so
 // that a second agent on the same namespace fails before it changes
@@ -97,10 +101,17 @@ func lockNamespace(netnsFlag string) (release func(), err error) {
 		return nil, fmt.Errorf("--netns %s: %w", netnsFlag, err)
 	}
 	// An agent killed a moment ago may leave a child between fork and exec,
-	// which holds a copy of the lock's descriptor until it execs: try for a
-	// moment before concluding that another agent runs.
+	// which holds a copy of the lock's descriptor until it execs (on a busy
+	// machine, for more than a second): try for a moment before concluding
+	// that another agent runs, and for longer while the agent whose pid
+	// the lock holds is gone.
 	err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-	for deadline := time.Now().Add(lockPatience); errors.Is(err, unix.EWOULDBLOCK) && time.Now().Before(deadline); {
+	start := time.Now()
+	for errors.Is(err, unix.EWOULDBLOCK) {
+		waited := time.Since(start)
+		if waited >= lockOrphanPatience || waited >= lockPatience && lockHolderAlive(path) {
+			break
+		}
 		time.Sleep(10 * time.Millisecond)
 		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 	}
@@ -115,6 +126,20 @@ func lockNamespace(netnsFlag string) (release func(), err error) {
 		os.Remove(path)
 		f.Close()
 	}, nil
+}
+
+// lockHolderAlive reports whether the pid written into the lock file at
+// path is a live process (or unknown: then it may be).
+func lockHolderAlive(path string) bool {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return true
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || pid <= 0 {
+		return true
+	}
+	return pidAlive(pid)
 }
 
 // checkSocket fails when an agent answers on socket, before anything is

@@ -1,15 +1,20 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/steadystate/steadystate/examples/netnstest"
 	"github.com/steadystate/steadystate/examples/netnsutil"
@@ -238,4 +243,67 @@ func TestNamedNetns(t *testing.T) {
 	if err := a.stop(syscall.SIGTERM); err != nil {
 		t.Fatalf("agent exit: %v", err)
 	}
+}
+
+// A namespace lock held by a process that is not the agent whose pid it
+// names (a child of a killed agent between fork and exec) is waited for
+// past lockPatience; one held while its agent lives is refused after
+// lockPatience.
+func TestLockNamespaceOrphanHolder(t *testing.T) {
+	flag := fmt.Sprintf("lock-test-%d-%d", os.Getpid(), time.Now().UnixNano())
+	path := filepath.Join(runDir(), nsFileName(flag)+".lock")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(path) })
+	hold := func(pid int) *os.File {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString(strconv.Itoa(pid) + "\n"); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+
+	// The agent that wrote the lock lives: refused.
+	live := hold(os.Getpid())
+	start := time.Now()
+	if _, err := lockNamespace(flag); !errors.Is(err, errAgentRunning) {
+		t.Fatalf("lock held by a live agent: err %v, want %v", err, errAgentRunning)
+	}
+	if took := time.Since(start); took < lockPatience {
+		t.Errorf("refused after %v, before lockPatience %v", took, lockPatience)
+	}
+	live.Close()
+
+	// Its agent is gone (a reaped child's pid): the holder is waited for
+	// past lockPatience, until it lets go.
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	orphan := hold(dead.Process.Pid)
+	type result struct {
+		release func()
+		err     error
+	}
+	done := make(chan result, 1)
+	start = time.Now()
+	go func() {
+		release, err := lockNamespace(flag)
+		done <- result{release, err}
+	}()
+	// Let go only once lockPatience has passed for the waiter.
+	time.Sleep(lockPatience + lockPatience/2)
+	orphan.Close()
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("lock let go by an orphan holder after %v: %v", time.Since(start), r.err)
+	}
+	r.release()
 }
