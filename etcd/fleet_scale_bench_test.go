@@ -1,0 +1,313 @@
+package etcd_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/steadystate/steadystate/etcd"
+	"github.com/steadystate/steadystate/etcd/etcdtest"
+	"github.com/steadystate/steadystate/statedb"
+)
+
+// scaleObjects is how many desired objects each agent of the scale
+// benchmark holds (all fleet-wide: every agent holds the same ones).
+const scaleObjects = 1_000
+
+// BenchmarkFleetScale runs N simulated agents in one process on a 3-member
+// etcd (the v3.7.3 server etcdtest builds), each as a real node runs:
+// its own etcd client (the one etcd.ClientOptions makes, as fleet mode's
+// cell does), its own DB and table, reflector (etcd source), reconciler
+// (an in-memory target), status publisher, and a report loop that, like
+// fleet mode's, waits for the reflector's revision or the table to move.
+// Each agent holds scaleObjects objects. It reports:
+//
+//   - initial-sync-s: from the start of the agents (50 at a time) until
+//     every one reports the first state applied;
+//   - p50-apply-ms, p99-apply-ms: one object changed once a second for
+//     the window (FLEET_SCALE_WINDOW; 20s, 3s with -short), each from the
+//     call of etcd.Apply until every node's status (a watch on the status
+//     keys, NodeStatus.Applied: what `fleet status --wait` reads) says it
+//     applied that revision; a change that takes longer than a second
+//     delays the next;
+//   - status-writes/s/agent: the publishers' writes over that window;
+//   - etcd-req/change/agent: the unary gRPC requests the etcd members
+//     served over the window (grpc_server_handled_total), per change and
+//     agent: status writes, the sources' liveness reads, record rewrites;
+//   - watchers/agent, watch-streams/agent: etcd's watchers and watch
+//     streams (etcd_debugging_mvcc_watcher_total, _watch_stream_total,
+//     summed over the members) added by the agents, per agent;
+//   - heap-MB/agent: the process's heap in use after a GC once every agent
+//     synced, less the same before they started, per agent (the agents
+//     share the process: this is their statedb, reflector, reconciler,
+//     publisher and etcd client with its gRPC connections).
+//
+// Sizes: 100 agents (make bench); FLEET_SCALE_AGENTS=100,250,500,1000 for
+// the curve (make bench-scale, with a 60s window).
+func BenchmarkFleetScale(b *testing.B) {
+	sizes, window := []int{100}, 20*time.Second
+	if testing.Short() {
+		window = 3 * time.Second
+	}
+	if s := os.Getenv("FLEET_SCALE_AGENTS"); s != "" {
+		sizes = nil
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				b.Fatalf("FLEET_SCALE_AGENTS=%q: %q is not a number of agents", s, f)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	if s := os.Getenv("FLEET_SCALE_WINDOW"); s != "" {
+		var err error
+		if window, err = time.ParseDuration(s); err != nil || window < time.Second {
+			b.Fatalf("FLEET_SCALE_WINDOW=%q: want a duration of at least 1s", s)
+		}
+	}
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("agents=%d/objects=%d", n, scaleObjects), func(b *testing.B) {
+			for range b.N {
+				scaleOnce(b, n, window)
+			}
+		})
+	}
+}
+
+func scaleOnce(b *testing.B, n int, window time.Duration) {
+	b.StopTimer()
+	// Each agent's client connects to the 3 members; each member serves
+	// every agent.
+	raiseOpenFiles(b, uint64(4*n+1024))
+	f := newBenchFleet(b, scaleObjects)
+	defer f.stop()
+	before := scrapeEtcd(b, f.cl)
+	heapBefore := heapInUse()
+
+	b.StartTimer()
+	start := time.Now()
+	f.startNodes(n)
+	initial := time.Since(start)
+	heapAfter := heapInUse()
+	synced := scrapeEtcd(b, f.cl)
+
+	// One change a second for the window; the writes are counted until
+	// the window's end (or the last change applied, if later).
+	changes := max(int(window/time.Second), 1)
+	writesBefore := f.publisherWrites()
+	var lat []time.Duration
+	t0 := time.Now()
+	for r := range changes {
+		time.Sleep(time.Until(t0.Add(time.Duration(r) * time.Second)))
+		f.desired["o"+strconv.Itoa(r*7919%scaleObjects)] = []byte("v" + strconv.Itoa(r+1))
+		at := time.Now()
+		rev, err := etcd.Apply(f.ctx, f.c, f.l, "objs", etcd.ScopeAll, f.desired)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.fleet.waitApplied(b, rev, n)
+		lat = append(lat, time.Since(at))
+	}
+	time.Sleep(time.Until(t0.Add(time.Duration(changes) * time.Second)))
+	took := time.Since(t0)
+	writes := f.publisherWrites() - writesBefore
+	after := scrapeEtcd(b, f.cl)
+	b.StopTimer()
+
+	slices.Sort(lat)
+	b.ReportMetric(initial.Seconds(), "initial-sync-s")
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-apply-ms")
+	b.ReportMetric(float64(lat[(len(lat)*99-1)/100].Microseconds())/1000, "p99-apply-ms")
+	b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-apply-ms")
+	b.ReportMetric(float64(changes)/took.Seconds(), "changes/s")
+	b.ReportMetric(float64(writes)/took.Seconds()/float64(n), "status-writes/s/agent")
+	b.ReportMetric((after.unary-synced.unary)/float64(changes)/float64(n), "etcd-req/change/agent")
+	b.ReportMetric((synced.watchers-before.watchers)/float64(n), "watchers/agent")
+	b.ReportMetric((synced.streams-before.streams)/float64(n), "watch-streams/agent")
+	b.ReportMetric(float64(int64(heapAfter)-int64(heapBefore))/float64(n)/(1<<20), "heap-MB/agent")
+	b.Logf("%d agents x %d objects: %d changes in %v (p50 %v, p99 %v, max %v); %d status writes; etcd: %.0f watchers, %.0f watch streams, %.0f unary requests in the window",
+		n, scaleObjects, changes, took.Round(time.Millisecond), lat[len(lat)/2], lat[(len(lat)*99-1)/100], lat[len(lat)-1], writes,
+		after.watchers, after.streams, after.unary-synced.unary)
+}
+
+// startNodes starts n agents ("node0000".."nodeN"), each with its own
+// etcd client, 50 at a time (a fleet's nodes do not start in the same
+// millisecond; 1,000 dials at once time out on 2 cores), and waits until
+// every one applied the first state.
+func (f *benchFleet) startNodes(n int) {
+	var mu sync.Mutex
+	var errs []error
+	sem := make(chan struct{}, 50)
+	var started sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		started.Add(1)
+		go func() {
+			defer started.Done()
+			defer func() { <-sem }()
+			a, err := f.startNode(fmt.Sprintf("node%04d", i))
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			f.agents = append(f.agents, a)
+		}()
+	}
+	started.Wait()
+	if len(errs) > 0 {
+		f.b.Fatalf("%d of %d agents did not start; the first: %v", len(errs), n, errs[0])
+	}
+	f.fleet.waitApplied(f.b, f.rev, n)
+}
+
+// startNode starts one agent with a client of its own, closed when the
+// fleet stops.
+func (f *benchFleet) startNode(name string) (*simAgent, error) {
+	c, err := etcd.ClientOptions{Endpoints: f.cl.Endpoints()}.Client()
+	if err != nil {
+		return nil, err
+	}
+	a, err := newSimAgent(f.ctx, c, f.l, name)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("agent %s: %w", name, err)
+	}
+	a.client = c
+	f.wg.Add(3)
+	go func() { defer f.wg.Done(); a.refl.Run(f.ctx) }()
+	go func() { defer f.wg.Done(); a.rec.Run(f.ctx) }()
+	go func() { defer f.wg.Done(); a.reportOnChange(f.ctx) }()
+	return a, nil
+}
+
+// reportSettle is how long reportOnChange lets a burst of changes settle,
+// as fleet mode's reporter does.
+const reportSettle = 10 * time.Millisecond
+
+// reportOnChange is report as fleet mode's reporter does it: it wakes
+// when the reflector's revision or the table moves, never on a timer.
+func (a *simAgent) reportOnChange(ctx context.Context) {
+	var lastReached uint64
+	var lastRev statedb.Revision
+	ws := statedb.NewWatchSet()
+	for {
+		reached, moved := a.refl.RevisionWatch()
+		txn := a.db.ReadTxn()
+		rev := a.table.Revision(txn)
+		_, watch := a.table.AllWatch(txn)
+		if reached > 0 && (reached != lastReached || rev != lastRev) {
+			if a.publish(ctx, reached, rev) {
+				lastReached, lastRev = reached, rev
+			} else if ctx.Err() != nil {
+				return
+			}
+		}
+		ws.Clear()
+		ws.Add(moved, watch)
+		if _, err := ws.Wait(ctx, reportSettle); err != nil {
+			return
+		}
+	}
+}
+
+// publisherWrites is the status writes of every agent's publisher.
+func (f *benchFleet) publisherWrites() int {
+	total := 0
+	for _, a := range f.agents {
+		total += a.pub.Writes()
+	}
+	return total
+}
+
+// raiseOpenFiles raises the soft limit of open files to want (at most the
+// hard limit) for the process and the etcd members it starts.
+func raiseOpenFiles(b *testing.B, want uint64) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		b.Fatal(err)
+	}
+	if lim.Cur >= want {
+		return
+	}
+	if lim.Max < want {
+		b.Fatalf("open files: %d agents need about %d, the hard limit is %d (raise it: ulimit -Hn)", (want-1024)/4, want, lim.Max)
+	}
+	lim.Cur = want
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// heapInUse is the heap in use after a full collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse
+}
+
+// etcdFigures are counts read from the members' metrics, summed.
+type etcdFigures struct {
+	watchers, streams float64 // etcd_debugging_mvcc_watcher_total, _watch_stream_total
+	unary             float64 // grpc_server_handled_total{grpc_type="unary"}
+}
+
+// scrapeEtcd reads every member's /metrics.
+func scrapeEtcd(b *testing.B, cl *etcdtest.Cluster) etcdFigures {
+	var fig etcdFigures
+	for _, m := range cl.Members {
+		resp, err := http.Get(m.ClientURL + "/metrics")
+		if err != nil {
+			b.Fatalf("metrics of etcd member %s: %v", m.Name, err)
+		}
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		families, err := parser.TextToMetricFamilies(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			b.Fatalf("metrics of etcd member %s: %v", m.Name, err)
+		}
+		for _, need := range []string{"etcd_debugging_mvcc_watcher_total", "etcd_debugging_mvcc_watch_stream_total", "grpc_server_handled_total"} {
+			if families[need] == nil {
+				b.Fatalf("etcd member %s: no metric %s", m.Name, need)
+			}
+		}
+		fig.watchers += sumMetric(families["etcd_debugging_mvcc_watcher_total"], "", "")
+		fig.streams += sumMetric(families["etcd_debugging_mvcc_watch_stream_total"], "", "")
+		fig.unary += sumMetric(families["grpc_server_handled_total"], "grpc_type", "unary")
+	}
+	return fig
+}
+
+// sumMetric sums the family's gauges or counters whose label has value
+// (any, if label is "").
+func sumMetric(mf *dto.MetricFamily, label, value string) float64 {
+	total := 0.0
+	for _, m := range mf.Metric {
+		if label != "" && !slices.ContainsFunc(m.Label, func(l *dto.LabelPair) bool { return l.GetName() == label && l.GetValue() == value }) {
+			continue
+		}
+		switch {
+		case m.Gauge != nil:
+			total += m.Gauge.GetValue()
+		case m.Counter != nil:
+			total += m.Counter.GetValue()
+		}
+	}
+	return total
+}
