@@ -203,11 +203,16 @@ func (a *simAgent) publish(ctx context.Context, reached uint64, rev statedb.Revi
 	return true
 }
 
-// fleetWatch follows the nodes' statuses through an etcd watch.
+// fleetWatch follows the nodes' statuses through an etcd watch. While
+// waitApplied waits for a revision, the watch counts the nodes that
+// report it applied as their statuses arrive (one waiter at a time), so
+// that a thousand nodes' reports cost the waiter no scan each.
 type fleetWatch struct {
 	mu      sync.Mutex
 	nodes   map[string]etcd.NodeStatus
 	writes  int
+	waitRev int64 // waitApplied's revision, 0 when none waits
+	applied int   // nodes whose status says waitRev applied
 	changed chan struct{}
 }
 
@@ -219,13 +224,23 @@ func watchFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout) *fleetWa
 			f.mu.Lock()
 			for _, ev := range resp.Events {
 				f.writes++
+				key := string(ev.Kv.Key)
+				if old, ok := f.nodes[key]; ok && f.waitRev != 0 && old.Applied(f.waitRev) {
+					f.applied--
+				}
 				if ev.Type == clientv3.EventTypeDelete {
-					delete(f.nodes, string(ev.Kv.Key))
+					delete(f.nodes, key)
 					continue
 				}
 				var st etcd.NodeStatus
 				if json.Unmarshal(ev.Kv.Value, &st) == nil {
-					f.nodes[string(ev.Kv.Key)] = st
+					f.nodes[key] = st
+				} else {
+					delete(f.nodes, key)
+					continue
+				}
+				if f.waitRev != 0 && st.Applied(f.waitRev) {
+					f.applied++
 				}
 			}
 			f.mu.Unlock()
@@ -240,15 +255,23 @@ func watchFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout) *fleetWa
 
 // waitApplied waits until n nodes report rev applied.
 func (f *fleetWatch) waitApplied(b testing.TB, rev int64, n int) {
+	f.mu.Lock()
+	f.waitRev, f.applied = rev, 0
+	for _, st := range f.nodes {
+		if st.Applied(rev) {
+			f.applied++
+		}
+	}
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.waitRev = 0
+		f.mu.Unlock()
+	}()
 	deadline := time.After(5 * time.Minute)
 	for {
 		f.mu.Lock()
-		done := 0
-		for _, st := range f.nodes {
-			if st.Applied(rev) {
-				done++
-			}
-		}
+		done := f.applied
 		f.mu.Unlock()
 		if done >= n {
 			return

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -108,6 +109,7 @@ func scaleOnce(b *testing.B, n int, window time.Duration) {
 	// the window's end (or the last change applied, if later).
 	changes := max(int(window/time.Second), 1)
 	writesBefore := f.publisherWrites()
+	defer profileWindow(b)()
 	var lat []time.Duration
 	t0 := time.Now()
 	for r := range changes {
@@ -232,6 +234,23 @@ func (f *benchFleet) publisherWrites() int {
 		total += a.pub.Writes()
 	}
 	return total
+}
+
+// profileWindow starts a CPU profile into the file FLEET_SCALE_CPUPROFILE
+// names (if set); the returned function stops it.
+func profileWindow(b *testing.B) func() {
+	path := os.Getenv("FLEET_SCALE_CPUPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	out, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(out); err != nil {
+		b.Fatal(err)
+	}
+	return func() { pprof.StopCPUProfile(); out.Close() }
 }
 
 // raiseOpenFiles raises the soft limit of open files to want (at most the
