@@ -103,6 +103,7 @@ func scaleOnce(b *testing.B, n int, window time.Duration) {
 	f.startNodes(n)
 	initial := time.Since(start)
 	heapAfter := heapInUse()
+	writeHeapProfile(b)
 	synced := scrapeEtcd(b, f.cl)
 
 	// One change a second for the window; the writes are counted until
@@ -132,6 +133,7 @@ func scaleOnce(b *testing.B, n int, window time.Duration) {
 	slices.Sort(lat)
 	b.ReportMetric(initial.Seconds(), "initial-sync-s")
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-apply-ms")
+	b.ReportMetric(float64(lat[(len(lat)*90-1)/100].Microseconds())/1000, "p90-apply-ms")
 	b.ReportMetric(float64(lat[(len(lat)*99-1)/100].Microseconds())/1000, "p99-apply-ms")
 	b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-apply-ms")
 	b.ReportMetric(float64(changes)/took.Seconds(), "changes/s")
@@ -251,6 +253,23 @@ func profileWindow(b *testing.B) func() {
 		b.Fatal(err)
 	}
 	return func() { pprof.StopCPUProfile(); out.Close() }
+}
+
+// writeHeapProfile writes the heap profile into the file
+// FLEET_SCALE_HEAPPROFILE names (if set), once the agents synced.
+func writeHeapProfile(b *testing.B) {
+	path := os.Getenv("FLEET_SCALE_HEAPPROFILE")
+	if path == "" {
+		return
+	}
+	out, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer out.Close()
+	if err := pprof.Lookup("heap").WriteTo(out, 0); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // raiseOpenFiles raises the soft limit of open files to want (at most the
