@@ -115,6 +115,7 @@ func scaleOnce(b *testing.B, n int, window time.Duration) {
 	// the window's end (or the last change applied, if later).
 	changes := max(int(window/time.Second), 1)
 	writesBefore := f.publisherWrites()
+	cpuBefore, etcdBefore := processCPU(b), membersCPU(b, f.cl)
 	defer profileWindow(b)()
 	var lat []time.Duration
 	t0 := time.Now()
@@ -132,6 +133,7 @@ func scaleOnce(b *testing.B, n int, window time.Duration) {
 	time.Sleep(time.Until(t0.Add(time.Duration(changes) * time.Second)))
 	took := time.Since(t0)
 	writes := f.publisherWrites() - writesBefore
+	cpu, etcdCPU := processCPU(b)-cpuBefore, membersCPU(b, f.cl)-etcdBefore
 	after := scrapeEtcd(b, f.cl)
 	b.StopTimer()
 
@@ -147,9 +149,12 @@ func scaleOnce(b *testing.B, n int, window time.Duration) {
 	b.ReportMetric((synced.watchers-before.watchers)/float64(n), "watchers/agent")
 	b.ReportMetric((synced.streams-before.streams)/float64(n), "watch-streams/agent")
 	b.ReportMetric(float64(int64(heapAfter)-int64(heapBefore))/float64(n)/(1<<20), "heap-MB/agent")
-	b.Logf("%d agents x %d objects: %d changes in %v (p50 %v, p99 %v, max %v); %d status writes; etcd: %.0f watchers, %.0f watch streams, %.0f unary requests in the window",
+	perAgentChange := float64(changes) * float64(n)
+	b.ReportMetric(float64(etcdCPU.Microseconds())/perAgentChange, "etcd-cpu-us/change/agent")
+	b.ReportMetric(float64(cpu.Microseconds())/perAgentChange, "agents-cpu-us/change/agent")
+	b.Logf("%d agents x %d objects: %d changes in %v (p50 %v, p99 %v, max %v); %d status writes; etcd: %.0f watchers, %.0f watch streams, %.0f unary requests, %v CPU (3 members) in the window; this process %v CPU",
 		n, scaleObjects, changes, took.Round(time.Millisecond), lat[len(lat)/2], lat[(len(lat)*99-1)/100], lat[len(lat)-1], writes,
-		after.watchers, after.streams, after.unary-synced.unary)
+		after.watchers, after.streams, after.unary-synced.unary, etcdCPU, cpu)
 }
 
 // startNodes starts n agents ("node0000".."nodeN"), each with its own
@@ -294,6 +299,42 @@ func raiseOpenFiles(b *testing.B, want uint64) {
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// processCPU is the CPU time (user and system) this process used so far.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// membersCPU is the CPU time (user and system, every thread) the
+// cluster's member processes used so far, from /proc/PID/stat (in
+// USER_HZ, 100 a second on Linux).
+func membersCPU(b *testing.B, cl *etcdtest.Cluster) time.Duration {
+	var total time.Duration
+	for _, m := range cl.Members {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", m.Pid()))
+		if err != nil {
+			b.Fatalf("CPU time of etcd member %s: %v", m.Name, err)
+		}
+		// The fields after the command's name (in parentheses, which may
+		// hold spaces): state is field 3, utime 14 and stime 15.
+		fields := strings.Fields(string(stat[strings.LastIndex(string(stat), ")")+1:]))
+		if len(fields) < 13 {
+			b.Fatalf("CPU time of etcd member %s: /proc/%d/stat has %d fields after the name", m.Name, m.Pid(), len(fields))
+		}
+		for _, f := range fields[11:13] {
+			ticks, err := strconv.ParseInt(f, 10, 64)
+			if err != nil {
+				b.Fatalf("CPU time of etcd member %s: %v", m.Name, err)
+			}
+			total += time.Duration(ticks) * 10 * time.Millisecond
+		}
+	}
+	return total
 }
 
 // heapInUse is the heap in use after a full collection.
