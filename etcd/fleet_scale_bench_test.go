@@ -224,19 +224,28 @@ func (a *simAgent) reportOnChange(ctx context.Context) {
 		txn := a.db.ReadTxn()
 		rev := a.table.Revision(txn)
 		_, watch := a.table.AllWatch(txn)
+		ws.Clear()
+		ws.Add(moved, watch)
 		if reached > 0 && (reached != lastReached || rev != lastRev) {
 			if a.publish(ctx, reached, rev) {
 				lastReached, lastRev = reached, rev
 			} else if ctx.Err() != nil {
 				return
+			} else {
+				ws.Add(closedAfter(100 * time.Millisecond)) // try again
 			}
 		}
-		ws.Clear()
-		ws.Add(moved, watch)
 		if _, err := ws.Wait(ctx, reportSettle); err != nil {
 			return
 		}
 	}
+}
+
+// closedAfter returns a channel that closes after d.
+func closedAfter(d time.Duration) <-chan struct{} {
+	ch := make(chan struct{})
+	time.AfterFunc(d, func() { close(ch) })
+	return ch
 }
 
 // publisherWrites is the status writes of every agent's publisher.
