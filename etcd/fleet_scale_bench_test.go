@@ -158,9 +158,8 @@ func scaleOnce(b *testing.B, n int, window time.Duration) {
 }
 
 // startNodes starts n agents ("node0000".."nodeN"), each with its own
-// etcd client, 50 at a time (a fleet's nodes do not start in the same
-// millisecond; 1,000 dials at once time out on 2 cores), and waits until
-// every one applied the first state.
+// etcd client, 50 at a time (a fleet's nodes do not all start in the same
+// millisecond), and waits until every one applied the first state.
 func (f *benchFleet) startNodes(n int) {
 	var mu sync.Mutex
 	var errs []error
