@@ -3,7 +3,6 @@ package etcd_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -15,9 +14,6 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/steadystate/steadystate/etcd"
 	"github.com/steadystate/steadystate/etcd/etcdtest"
@@ -352,54 +348,4 @@ func heapInUse() uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms.HeapInuse
-}
-
-// etcdFigures are counts read from the members' metrics, summed.
-type etcdFigures struct {
-	watchers, streams float64 // etcd_debugging_mvcc_watcher_total, _watch_stream_total
-	unary             float64 // grpc_server_handled_total{grpc_type="unary"}
-}
-
-// scrapeEtcd reads every member's /metrics.
-func scrapeEtcd(b *testing.B, cl *etcdtest.Cluster) etcdFigures {
-	var fig etcdFigures
-	for _, m := range cl.Members {
-		resp, err := http.Get(m.ClientURL + "/metrics")
-		if err != nil {
-			b.Fatalf("metrics of etcd member %s: %v", m.Name, err)
-		}
-		parser := expfmt.NewTextParser(model.UTF8Validation)
-		families, err := parser.TextToMetricFamilies(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			b.Fatalf("metrics of etcd member %s: %v", m.Name, err)
-		}
-		for _, need := range []string{"etcd_debugging_mvcc_watcher_total", "etcd_debugging_mvcc_watch_stream_total", "grpc_server_handled_total"} {
-			if families[need] == nil {
-				b.Fatalf("etcd member %s: no metric %s", m.Name, need)
-			}
-		}
-		fig.watchers += sumMetric(families["etcd_debugging_mvcc_watcher_total"], "", "")
-		fig.streams += sumMetric(families["etcd_debugging_mvcc_watch_stream_total"], "", "")
-		fig.unary += sumMetric(families["grpc_server_handled_total"], "grpc_type", "unary")
-	}
-	return fig
-}
-
-// sumMetric sums the family's gauges or counters whose label has value
-// (any, if label is "").
-func sumMetric(mf *dto.MetricFamily, label, value string) float64 {
-	total := 0.0
-	for _, m := range mf.Metric {
-		if label != "" && !slices.ContainsFunc(m.Label, func(l *dto.LabelPair) bool { return l.GetName() == label && l.GetValue() == value }) {
-			continue
-		}
-		switch {
-		case m.Gauge != nil:
-			total += m.Gauge.GetValue()
-		case m.Counter != nil:
-			total += m.Counter.GetValue()
-		}
-	}
-	return total
 }
