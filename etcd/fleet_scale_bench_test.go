@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/steadystate/steadystate/etcd"
 	"github.com/steadystate/steadystate/etcd/etcdtest"
 	"github.com/steadystate/steadystate/statedb"
