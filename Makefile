@@ -7,7 +7,7 @@ PKGS ?= ./...
 # (gRPC, the etcd client) and the benchmarks (the peers).
 MODULES = examples etcd benchmarks
 
-.PHONY: all build run test test-short test-stress fmt fmt-check lint bench bench-report bench-check bench-short bench-profile bench-idle fuzz soak clean
+.PHONY: all build run test test-short test-stress fmt fmt-check lint bench bench-report bench-check bench-short bench-scale bench-profile bench-idle fuzz soak clean
 
 all: build
 
@@ -69,7 +69,9 @@ lint:
 # `ip -batch`, examples/iptables vs `iptables-restore`), and the benchmarks
 # module (statedb vs cilium/statedb, go-memdb and raw go-immutable-radix/v2;
 # the scaling series at 1k..1M objects; propagation delay under light and
-# heavy load), and the etcd module's fleet (100 agents on a 3-member etcd).
+# heavy load), and the etcd module's fleet (100 agents on a 3-member etcd;
+# the scale benchmark at 250 agents with their own clients, one change a
+# second for 20s; bench-scale runs its curve).
 # The output, with a header naming the machine, goes to BENCH_RESULTS in the
 # format of `go test -bench` (benchstat reads it). Then bench-report prints
 # the summary and the targets, draws the plots and regenerates the tables of
@@ -128,6 +130,30 @@ bench-short:
 	  for m in $(MODULES); do (cd $$m && $(GO) test $(BENCH_SHORT_FLAGS) ./...); done; } 2>&1 | tee benchmarks/results/short.tmp
 	@echo "bench-short: every benchmark ran; one iteration each, so the figures below mean nothing"
 	@cd benchmarks && $(GO) run ./cmd/ratios -in results/short.tmp -targets-only
+
+# bench-scale: the fleet at scale (etcd BenchmarkFleetScale; BENCHMARKS.md,
+# "Fleet at scale"): FLEET_SCALE_AGENTS simulated agents (100, 250, 500 and
+# 1,000), each with its own etcd client, DB, reflector, reconciler, status
+# publisher and 1,000 desired objects, on a 3-member etcd v3.7.3, one
+# object changed a second for FLEET_SCALE_WINDOW (60s) at each size: the
+# initial sync, apply -> every node applied p50/p90/p99, status writes per
+# agent per second, etcd's watchers, watch streams and requests per change
+# per agent, and heap per agent. About 6 minutes on 2 cores. Not part of
+# make bench (which runs the 250-agent size with a 20s window, guarded by
+# bench-check); the output, with the machine's load before and after, goes
+# to SCALE_RESULTS. Fails if the benchmark fails.
+FLEET_SCALE_AGENTS ?= 100,250,500,1000
+FLEET_SCALE_WINDOW ?= 60s
+SCALE_RESULTS ?= benchmarks/results/scale.txt
+bench-scale:
+	@mkdir -p $(dir $(SCALE_RESULTS))
+	@{ echo "date: $$(date -u +%Y-%m-%dT%H:%M:%SZ)"; echo "cores: $$(nproc)"; \
+	  sed -n 's/^model name[[:space:]]*: */cpu-model: /p' /proc/cpuinfo | head -n 1; \
+	  echo "load-before: $$(cut -d' ' -f1-3 /proc/loadavg)"; echo; } > $(SCALE_RESULTS)
+	cd etcd && FLEET_SCALE_AGENTS=$(FLEET_SCALE_AGENTS) FLEET_SCALE_WINDOW=$(FLEET_SCALE_WINDOW) \
+		$(GO) test -run '^$$' -bench '^BenchmarkFleetScale$$' -benchtime 1x -timeout 60m . 2>&1 | tee -a $(abspath $(SCALE_RESULTS))
+	@echo "load-after: $$(cut -d' ' -f1-3 /proc/loadavg)" | tee -a $(SCALE_RESULTS)
+	@grep -q '^ok' $(SCALE_RESULTS) || { echo "bench-scale: the benchmark failed (see $(SCALE_RESULTS))"; exit 1; }
 
 # bench-profile: CPU and allocation profiles of the hottest benchmarks
 # (statedb WriteTxn batch=100, statedb Lookup, the reconciler at 100k

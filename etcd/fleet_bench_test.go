@@ -76,19 +76,34 @@ type simAgent struct {
 	rec    reconciler.Reconciler[*obj]
 	pub    *etcd.Publisher
 	target *memTarget
-	lists  *listCounter // the reflector's lists of its source
+	lists  *listCounter     // the reflector's lists of its source
+	client *clientv3.Client // its own, closed with the fleet; nil if shared
 }
 
 func startAgent(ctx context.Context, b testing.TB, c *clientv3.Client, l etcd.Layout, name string, wg *sync.WaitGroup) *simAgent {
+	a, err := newSimAgent(ctx, c, l, name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	wg.Add(3)
+	go func() { defer wg.Done(); a.refl.Run(ctx) }()
+	go func() { defer wg.Done(); a.rec.Run(ctx) }()
+	go func() { defer wg.Done(); a.report(ctx) }()
+	return a
+}
+
+// newSimAgent builds an agent and claims its node name (its publisher
+// runs); the caller runs its reflector, reconciler and report loop.
+func newSimAgent(ctx context.Context, c *clientv3.Client, l etcd.Layout, name string) (*simAgent, error) {
 	a := &simAgent{name: name, db: statedb.New(), target: &memTarget{state: map[string]string{}, ever: map[string]bool{}},
 		lists: &listCounter{lists: map[string]int{}}}
 	var err error
 	if a.table, err = statedb.NewTable(a.db, "objs", nameIndex, reconciler.StatusIndex(func(o *obj) reconciler.Status { return o.Status })); err != nil {
-		b.Fatal(err)
+		return nil, err
 	}
 	src, err := etcd.NewSource(c, l, "objs", name)
 	if err != nil {
-		b.Fatal(err)
+		return nil, err
 	}
 	quiet := slog.New(slog.DiscardHandler)
 	a.refl, err = reflector.New(a.db, reflector.Config[[]byte, *obj]{
@@ -101,7 +116,7 @@ func startAgent(ctx context.Context, b testing.TB, c *clientv3.Client, l etcd.La
 		Logger:        quiet,
 	})
 	if err != nil {
-		b.Fatal(err)
+		return nil, err
 	}
 	a.rec, err = reconciler.New(a.db, reconciler.Config[*obj]{
 		Name: "mem", Table: a.table, Target: a.target,
@@ -111,18 +126,14 @@ func startAgent(ctx context.Context, b testing.TB, c *clientv3.Client, l etcd.La
 		Logger:          quiet,
 	})
 	if err != nil {
-		b.Fatal(err)
+		return nil, err
 	}
 	a.pub, err = etcd.StartPublisher(ctx, etcd.PublisherConfig{Client: c, Layout: l, Node: name, Logger: quiet},
 		etcd.NodeStatus{})
 	if err != nil {
-		b.Fatal(err)
+		return nil, err
 	}
-	wg.Add(3)
-	go func() { defer wg.Done(); a.refl.Run(ctx) }()
-	go func() { defer wg.Done(); a.rec.Run(ctx) }()
-	go func() { defer wg.Done(); a.report(ctx) }()
-	return a
+	return a, nil
 }
 
 // relists is how many times the agent's reflector listed its source.
@@ -147,29 +158,10 @@ func (a *simAgent) report(ctx context.Context) {
 		rev := a.table.Revision(txn)
 		_, watch := a.table.AllWatch(txn)
 		if reached > 0 && (reached != lastReached || rev != lastRev) {
-			// Every object attempted: failures are reported too.
-			if _, err := a.rec.WaitUntilReconciled(ctx, rev); ctx.Err() != nil {
-				return
-			} else if nr := (*reconciler.NotReconciledError)(nil); err == nil || errors.As(err, &nr) {
-				// The few not Done, through the status index; Done is the rest.
-				txn := a.db.ReadTxn()
-				counts := map[string]int{"Done": a.table.NumObjects(txn)}
-				getStatus := func(o *obj) reconciler.Status { return o.Status }
-				for kind, n := range reconciler.CountByStatus(txn, a.table, getStatus,
-					reconciler.StatusKindPending, reconciler.StatusKindRefreshing, reconciler.StatusKindError) {
-					counts[kind.String()] = n
-					counts["Done"] -= n
-				}
-				var errs []string
-				if counts["Error"] > 0 {
-					for o := range a.table.All(txn) {
-						if o.Status.Kind == reconciler.StatusKindError && len(errs) < 3 {
-							errs = append(errs, o.Name+": "+o.Status.Error)
-						}
-					}
-				}
-				a.pub.Publish(etcd.NodeStatus{Revision: int64(reached), Objects: counts, Errors: errs})
+			if a.publish(ctx, reached, rev) {
 				lastReached, lastRev = reached, rev
+			} else if ctx.Err() != nil {
+				return
 			}
 		}
 		select {
@@ -181,11 +173,46 @@ func (a *simAgent) report(ctx context.Context) {
 	}
 }
 
-// fleetWatch follows the nodes' statuses through an etcd watch.
+// publish waits until the reconciler attempted the table up to rev, then
+// publishes the revision reached and the objects by status. It returns
+// false when it did not (ctx ended, or the wait failed otherwise).
+func (a *simAgent) publish(ctx context.Context, reached uint64, rev statedb.Revision) bool {
+	_, err := a.rec.WaitUntilReconciled(ctx, rev)
+	// Every object attempted: failures are reported too.
+	if nr := (*reconciler.NotReconciledError)(nil); ctx.Err() != nil || (err != nil && !errors.As(err, &nr)) {
+		return false
+	}
+	// The few not Done, through the status index; Done is the rest.
+	txn := a.db.ReadTxn()
+	counts := map[string]int{"Done": a.table.NumObjects(txn)}
+	getStatus := func(o *obj) reconciler.Status { return o.Status }
+	for kind, n := range reconciler.CountByStatus(txn, a.table, getStatus,
+		reconciler.StatusKindPending, reconciler.StatusKindRefreshing, reconciler.StatusKindError) {
+		counts[kind.String()] = n
+		counts["Done"] -= n
+	}
+	var errs []string
+	if counts["Error"] > 0 {
+		for o := range a.table.All(txn) {
+			if o.Status.Kind == reconciler.StatusKindError && len(errs) < 3 {
+				errs = append(errs, o.Name+": "+o.Status.Error)
+			}
+		}
+	}
+	a.pub.Publish(etcd.NodeStatus{Revision: int64(reached), Objects: counts, Errors: errs})
+	return true
+}
+
+// fleetWatch follows the nodes' statuses through an etcd watch. While
+// waitApplied waits for a revision, the watch counts the nodes that
+// report it applied as their statuses arrive (one waiter at a time), so
+// that a thousand nodes' reports cost the waiter no scan each.
 type fleetWatch struct {
 	mu      sync.Mutex
 	nodes   map[string]etcd.NodeStatus
 	writes  int
+	waitRev int64 // waitApplied's revision, 0 when none waits
+	applied int   // nodes whose status says waitRev applied
 	changed chan struct{}
 }
 
@@ -197,13 +224,23 @@ func watchFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout) *fleetWa
 			f.mu.Lock()
 			for _, ev := range resp.Events {
 				f.writes++
+				key := string(ev.Kv.Key)
+				if old, ok := f.nodes[key]; ok && f.waitRev != 0 && old.Applied(f.waitRev) {
+					f.applied--
+				}
 				if ev.Type == clientv3.EventTypeDelete {
-					delete(f.nodes, string(ev.Kv.Key))
+					delete(f.nodes, key)
 					continue
 				}
 				var st etcd.NodeStatus
 				if json.Unmarshal(ev.Kv.Value, &st) == nil {
-					f.nodes[string(ev.Kv.Key)] = st
+					f.nodes[key] = st
+				} else {
+					delete(f.nodes, key)
+					continue
+				}
+				if f.waitRev != 0 && st.Applied(f.waitRev) {
+					f.applied++
 				}
 			}
 			f.mu.Unlock()
@@ -218,15 +255,23 @@ func watchFleet(ctx context.Context, c *clientv3.Client, l etcd.Layout) *fleetWa
 
 // waitApplied waits until n nodes report rev applied.
 func (f *fleetWatch) waitApplied(b testing.TB, rev int64, n int) {
+	f.mu.Lock()
+	f.waitRev, f.applied = rev, 0
+	for _, st := range f.nodes {
+		if st.Applied(rev) {
+			f.applied++
+		}
+	}
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.waitRev = 0
+		f.mu.Unlock()
+	}()
 	deadline := time.After(5 * time.Minute)
 	for {
 		f.mu.Lock()
-		done := 0
-		for _, st := range f.nodes {
-			if st.Applied(rev) {
-				done++
-			}
-		}
+		done := f.applied
 		f.mu.Unlock()
 		if done >= n {
 			return
@@ -366,13 +411,26 @@ func (f *benchFleet) start() context.Context {
 	return f.ctx
 }
 
-// stop stops the agents and the fleet's watch.
+// stop stops the agents and the fleet's watch; the publishers leave the
+// fleet 50 at a time.
 func (f *benchFleet) stop() {
 	f.cancel()
 	f.wg.Wait()
+	sem := make(chan struct{}, 50)
+	var stopped sync.WaitGroup
 	for _, a := range f.agents {
-		a.pub.Stop(context.Background())
+		sem <- struct{}{}
+		stopped.Add(1)
+		go func() {
+			defer stopped.Done()
+			defer func() { <-sem }()
+			a.pub.Stop(context.Background())
+			if a.client != nil {
+				a.client.Close()
+			}
+		}()
 	}
+	stopped.Wait()
 }
 
 // startAgents starts n agents ("node000".."nodeN") and waits until every

@@ -170,6 +170,14 @@ func (c *Cluster) start(m *Member, state string) {
 	m.started, m.stopped = true, false
 }
 
+// Pid is the member's process id, 0 while it is not running.
+func (m *Member) Pid() int {
+	if !m.started || m.cmd == nil || m.cmd.Process == nil {
+		return 0
+	}
+	return m.cmd.Process.Pid
+}
+
 // Kill kills member i with SIGKILL and waits for it to exit.
 func (c *Cluster) Kill(i int) { c.kill(c.Members[i]) }
 

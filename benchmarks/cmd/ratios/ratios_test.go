@@ -52,6 +52,7 @@ BenchmarkWorkers/impl=workers-16-2   1   700000000 ns/op   14000 objects/sec
 pkg: github.com/steadystate/steadystate/etcd
 BenchmarkFleet/agents=100/objects=10000-2   1   33000000000 ns/op   5.9 initial-sync-s   51 p50-apply-ms   90 p99-apply-ms   236 status-writes/s   2.4 status-writes/s/agent
 BenchmarkRollout/agents=100/objects=10000-2   1   357000000 ns/op   65 halt-rollback-ms   70 p50-apply-ms   0.30 rollout-budget-ratio   0.36 rollout-s
+BenchmarkFleetScale/agents=250/objects=1000-2   1   26000000000 ns/op   1.0 changes/s   1.21 etcd-req/change/agent   1.25 heap-MB/agent   3.0 initial-sync-s   380 max-apply-ms   125 p50-apply-ms   200 p90-apply-ms   380 p99-apply-ms   1.0 status-writes/s/agent   1.0 watch-streams/agent   1.0 watchers/agent
 PASS
 `
 
