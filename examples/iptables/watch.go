@@ -80,6 +80,11 @@ type WatchStats struct {
 	// Generations is how many nf_tables generations (transactions) were
 	// read; Own how many of them were the target's own.
 	Generations, Own uint64
+	// OwnChanges is how many changes of the target's own generations
+	// reached the watch: its socket's filter drops them in the kernel
+	// (ownfilter.go), unless iptables-restore's socket was not given its
+	// process ID as port ID.
+	OwnChanges uint64
 	// Reports is how many chains (or tables) were reported.
 	Reports uint64
 	// Overflows is how many times notifications were lost and everything
@@ -92,15 +97,15 @@ type WatchStats struct {
 }
 
 type watchStats struct {
-	generations, own, reports, overflows, checks atomic.Uint64
-	checkNanos                                   atomic.Int64
+	generations, own, ownChanges, reports, overflows, checks atomic.Uint64
+	checkNanos                                               atomic.Int64
 }
 
 // WatchStats returns the counters of the target's watch.
 func (t *Target) WatchStats() WatchStats {
 	s := &t.stats
 	return WatchStats{
-		Generations: s.generations.Load(), Own: s.own.Load(), Reports: s.reports.Load(),
+		Generations: s.generations.Load(), Own: s.own.Load(), OwnChanges: s.ownChanges.Load(), Reports: s.reports.Load(),
 		Overflows: s.overflows.Load(), Checks: s.checks.Load(), CheckTime: time.Duration(s.checkNanos.Load()),
 	}
 }
@@ -206,7 +211,12 @@ func (t *Target) watchNFT(ctx context.Context, drift reconciler.Drift) error {
 		}
 		opts = append(opts, nftables.WithNetNSFd(int(f.Fd())))
 	}
-	opts = append(opts, nftables.WithSockOptions(setReadBuffer(t.bufferSize())))
+	// The socket is filtered while the target's restores run.
+	opts = append(opts, nftables.WithSockOptions(setReadBuffer(t.bufferSize()), func(c *netlink.Conn) error {
+		t.ownFilter.attach(c)
+		return nil
+	}))
+	defer t.ownFilter.attach(nil)
 	conn, err := nftables.New(opts...)
 	if err != nil {
 		return fmt.Errorf("iptables target: nf_tables socket in network namespace %q: %w", t.ns, err)
@@ -287,6 +297,7 @@ func (t *Target) generation(gen *nftables.MonitorEvents, drift reconciler.Drift)
 	if by := gen.GeneratedBy; by != nil {
 		if g, ok := by.Data.(*nftables.GenMsg); ok && t.own.has(g.ProcPID) {
 			t.stats.own.Add(1)
+			t.stats.ownChanges.Add(uint64(len(gen.Changes)))
 			return nil
 		}
 	}
