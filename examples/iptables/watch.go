@@ -42,7 +42,8 @@ import (
 // Everything else (foreign rules and chains, sets, other families) is
 // decoded and dropped. The changes the target makes itself (its
 // iptables-restore processes, known by the process ID nf_tables gives each
-// generation of changes) are dropped too. When notifications are lost
+// generation of changes) are dropped too: in the kernel, by the socket's
+// filter, while the process runs (ownfilter.go), else after decoding. When notifications are lost
 // (the socket's buffer overflowed), the watch subscribes again and reports
 // every object.
 //
