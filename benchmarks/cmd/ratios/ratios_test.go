@@ -52,6 +52,11 @@ BenchmarkWorkers/impl=workers-16-2   1   700000000 ns/op   14000 objects/sec
 pkg: github.com/steadystate/steadystate/etcd
 BenchmarkFleet/agents=100/objects=10000-2   1   33000000000 ns/op   5.9 initial-sync-s   51 p50-apply-ms   90 p99-apply-ms   236 status-writes/s   2.4 status-writes/s/agent
 BenchmarkRollout/agents=100/objects=10000-2   1   357000000 ns/op   65 halt-rollback-ms   70 p50-apply-ms   0.30 rollout-budget-ratio   0.36 rollout-s
+pkg: github.com/steadystate/steadystate/examples/agent
+BenchmarkColdStart/routes=10000/rules=2000-2   1   500000000 ns/op   0.30 cold-s   0.35 tools-s   0.86 x-tools   80 vmhwm-MB
+BenchmarkColdStart/routes=50000/rules=10000-2   1   2000000000 ns/op   1.5 cold-s   1.6 tools-s   0.94 x-tools   190 vmhwm-MB
+BenchmarkRestart/routes=10000/rules=2000-2   1   300000000 ns/op   0.35 cold-s   0.2 restart-s   80 vmhwm-MB
+BenchmarkRestart/routes=50000/rules=10000-2   1   2000000000 ns/op   1.5 cold-s   0.9 restart-s   190 vmhwm-MB
 PASS
 `
 
