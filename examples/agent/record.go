@@ -117,15 +117,12 @@ func (r *recorded[Obj]) Prune(ctx context.Context, txn statedb.ReadTxn, desired 
 	// Prune removed already) before its record goes. A failed Delete keeps
 	// its record for the next prune.
 	var errs []error
-	stale, err := r.rec.applied(r.table)
+	stale, err := r.rec.appliedExcept(r.table, keep)
 	if err != nil {
 		return fmt.Errorf("reading the record in %s: %w", r.rec.dir, err)
 	}
 	var gone []Obj
 	for k, v := range stale {
-		if keep[k] {
-			continue
-		}
 		var obj Obj
 		if err := json.Unmarshal(v, &obj); err != nil {
 			errs = append(errs, fmt.Errorf("recorded object %q: %w", k, err))
