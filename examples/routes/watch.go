@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -71,6 +72,18 @@ type watched struct {
 	byDev     map[string]map[RouteKey]struct{} // the inverse of dev
 	via       map[RouteKey]struct{}            // routes with a next hop
 	installed map[RouteKey]kroute              // the target's routes as it wrote them
+}
+
+// expecting makes room for n more routes that expect records (a large
+// batch's), so that its map grows once, not step by step.
+func (w *watched) expecting(n int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.installed == nil || n > len(w.installed) {
+		grown := make(map[RouteKey]kroute, len(w.installed)+n)
+		maps.Copy(grown, w.installed)
+		w.installed = grown
+	}
 }
 
 // expect records that the kernel has (or is about to have) kr, written by
