@@ -232,6 +232,7 @@ func (t *Target) watchNFT(ctx context.Context, drift reconciler.Drift) error {
 		for range events { // until the monitor's goroutine is done
 		}
 	}()
+	defer t.ownFilter.attach(nil) // before the socket closes
 	drift.ChangedAll() // what changed before is unknown
 	var check <-chan time.Time
 	if t.ns != "" {

@@ -91,6 +91,16 @@ func (f *ownFilter) attach(s *nl.NetlinkSocket) {
 	f.apply()
 }
 
+// detach forgets s, if it is the watch's socket (a later watch's may
+// have taken its place).
+func (f *ownFilter) detach(s *nl.NetlinkSocket) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.sock == s {
+		f.sock, f.set = nil, false
+	}
+}
+
 // setPort names the pipeline socket's port ID (0: none).
 func (f *ownFilter) setPort(port uint32) {
 	f.mu.Lock()

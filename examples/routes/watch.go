@@ -336,7 +336,7 @@ func (t *Target) subscribe() (*subscription, error) {
 	t.ownFilter.attach(sock)
 	go func() {
 		<-s.done
-		t.ownFilter.attach(nil)
+		t.ownFilter.detach(sock)
 		sock.Close()
 	}()
 	go readRoutes(sock, s.routes, s.report)

@@ -260,10 +260,17 @@ func batchFile(t *testing.T, w *world, lines string) {
 func TestWatchFiltersOwn(t *testing.T) {
 	w := newWorld(t, slowRetries)
 	// The first write opens the pipeline, whose port is filtered from
-	// then on; the marker says that the watch reads.
+	// then on; the watch's first report says that it reads (its socket
+	// filtered), and the marker that it read what came before.
 	if err := w.reconciled(w.insert(route("blackhole 10.200.0.0/24"))); err != nil {
 		t.Fatal(err)
 	}
+	w.eventually(func() string {
+		if reports, _, _ := w.metrics.read(); reports < 1 {
+			return "the watch's first report not counted"
+		}
+		return ""
+	})
 	w.sync()
 	before := w.target.WatchStats()
 	var rs []*Route
