@@ -232,7 +232,8 @@ func (t *Target) watchNFT(ctx context.Context, drift reconciler.Drift) error {
 		for range events { // until the monitor's goroutine is done
 		}
 	}()
-	defer t.ownFilter.attach(nil) // before the socket closes
+	// The filter lets go of the socket before it closes.
+	defer t.ownFilter.attach(nil)
 	drift.ChangedAll() // what changed before is unknown
 	var check <-chan time.Time
 	if t.ns != "" {
