@@ -6,13 +6,13 @@ import (
 	"slices"
 )
 
-// encodeObject is an object's value in etcd (and in file mode, what the
-// reflector compares between versions of the file): its JSON without
-// status, members in key order, so that equal objects have equal values.
-// It is the object's json.Marshal with the status member dropped and the
-// members sorted, bytes for bytes what a map of the members would
-// marshal to (encodeObjectViaMap), without decoding and encoding again:
-// a large desired file is encoded at every start.
+// encodeObject is an object's value in etcd (`fleet apply` encodes a
+// whole desired file): its JSON without status, members in key order, so
+// that equal objects have equal values. It is the object's json.Marshal
+// with the status member dropped and the members sorted, bytes for bytes
+// what a map of the members would marshal to (encodeObjectViaMap),
+// without decoding and encoding again. (File mode needs no encoding: see
+// fileObject.)
 func encodeObject(obj any) ([]byte, error) {
 	b, err := json.Marshal(obj)
 	if err != nil {

@@ -90,17 +90,23 @@ func FuzzDecodeDesired(f *testing.F) {
 		if validateDesired(path, df) != nil {
 			return
 		}
-		// What passes encodes, and decodes back as the reflector does.
+		// What passes is what file mode takes, and it encodes for fleet
+		// mode and decodes back as fleet mode's reflector does.
 		items, err := decodeFileItems(path, []byte(data))
 		if err != nil {
-			t.Fatalf("a valid file does not encode: %v", err)
+			t.Fatalf("a valid file is not taken: %v", err)
 		}
 		for _, it := range items {
 			for _, k := range kinds {
-				if k.tableName() == it.Table {
-					if err := k.decodes(it.Key, it.Value); err != nil {
-						t.Fatalf("%s %s = %s does not decode back: %v", it.Table, it.Key, it.Value, err)
-					}
+				if k.tableName() != it.Table {
+					continue
+				}
+				name, v, err := k.encode(it.Value.obj)
+				if err != nil || name != it.Key {
+					t.Fatalf("%s %s does not encode: %q, %v", it.Table, it.Key, name, err)
+				}
+				if err := k.decodes(it.Key, v); err != nil {
+					t.Fatalf("%s %s = %s does not decode back: %v", it.Table, it.Key, v, err)
 				}
 			}
 		}

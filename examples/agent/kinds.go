@@ -122,6 +122,12 @@ type agentKind interface {
 	validate(objs []any) []error
 	// encode is an object's name and value in the codec of both modes.
 	encode(obj any) (name string, value []byte, err error)
+	// name is an object's name in that codec (encode's name).
+	name(obj any) string
+	// same tells whether a and b, objects of the kind, are the same
+	// desired object (status aside); ok is false when either is not of
+	// the kind.
+	same(a, b any) (equal, ok bool)
 	// decodes tells whether a value decodes as the reflector decodes it.
 	decodes(name string, v []byte) error
 	// describe names an object of the kind ("route blackhole 192.0.2.0/24").
@@ -197,6 +203,17 @@ func (k kindOf[T, PT]) encode(obj any) (string, []byte, error) {
 	return fleetName(k.key(o)), v, err
 }
 
+func (k kindOf[T, PT]) name(obj any) string { return fleetName(k.key(PT(obj.(*T)))) }
+
+func (k kindOf[T, PT]) same(a, b any) (equal, ok bool) {
+	x, okA := a.(*T)
+	y, okB := b.(*T)
+	if !okA || !okB {
+		return false, okA || okB
+	}
+	return PT(x).Equal(y), true
+}
+
 func (k kindOf[T, PT]) describe(obj any) (string, bool) {
 	if o, ok := obj.(*T); ok {
 		return k.noun + " " + PT(o).String(), true
@@ -232,13 +249,29 @@ func (k kindOf[T, PT]) decodes(name string, v []byte) error {
 	return err
 }
 
-// into is the kind's table in the agent's one reflector.
-func (k kindOf[T, PT]) into(t statedb.RWTable[PT]) reflector.TableSpec[[]byte] {
-	return reflector.Into[[]byte, PT]{
+// into is the kind's table in the reflector of file mode.
+func (k kindOf[T, PT]) into(t statedb.RWTable[PT]) reflector.TableSpec[fileObject] {
+	return reflector.Into[fileObject, PT]{
 		Table:     k.table,
 		Writer:    reconciler.DesiredWriter[PT]{Table: t, Equal: k.equal, SetObjectStatus: k.setStatus},
-		Transform: k.decode,
+		Transform: k.fileTransform,
 	}
+}
+
+// fileTransform is the reflector's transform of the kind in file mode:
+// the object the file source decoded and validated, under its name, as
+// a copy of the table's own (the writer sets its status; the source
+// keeps the original to compare the next version with).
+func (k kindOf[T, PT]) fileTransform(name string, v fileObject) (PT, error) {
+	o, ok := v.obj.(*T)
+	if !ok {
+		return nil, fmt.Errorf("%T is not a %s", v.obj, k.noun)
+	}
+	if want := fleetName(k.key(PT(o))); want != name {
+		return nil, fmt.Errorf("given under the name %q, but the object's name is %q", name, want)
+	}
+	c := *o
+	return &c, nil
 }
 
 // kindOut is what a kind provides to the agent's hive: its part of the
@@ -253,7 +286,7 @@ type kindOut struct {
 // kindRuntime is a kind in the running agent.
 type kindRuntime struct {
 	order    int // its place in kinds
-	into     reflector.TableSpec[[]byte]
+	into     reflector.TableSpec[fileObject]
 	status   func(statedb.ReadTxn) tableStatus
 	ready    func(statedb.ReadTxn) error
 	progress func(jobs job.Group, db *statedb.DB, log *slog.Logger) error

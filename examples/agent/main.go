@@ -220,7 +220,7 @@ type runParts struct {
 	ns    *Namespace
 	cfg   AgentConfig
 	fleet fleetcell.Config
-	l     *filesource.Source[[]byte] // nil in fleet mode
+	l     *filesource.Source[fileObject] // nil in fleet mode
 }
 
 // runIn is what take takes: the file's source exists in file mode only.
@@ -229,7 +229,7 @@ type runIn struct {
 	NS     *Namespace
 	Config AgentConfig
 	Fleet  fleetcell.Config
-	Loader *filesource.Source[[]byte] `optional:"true"`
+	Loader *filesource.Source[fileObject] `optional:"true"`
 }
 
 // take keeps the parts: an Invoke of the hive, a named method so that

@@ -117,15 +117,12 @@ func (r *recorded[Obj]) Prune(ctx context.Context, txn statedb.ReadTxn, desired 
 	// Prune removed already) before its record goes. A failed Delete keeps
 	// its record for the next prune.
 	var errs []error
-	stale, err := r.rec.applied(r.table)
+	stale, err := r.rec.appliedExcept(r.table, keep)
 	if err != nil {
 		return fmt.Errorf("reading the record in %s: %w", r.rec.dir, err)
 	}
 	var gone []Obj
 	for k, v := range stale {
-		if keep[k] {
-			continue
-		}
 		var obj Obj
 		if err := json.Unmarshal(v, &obj); err != nil {
 			errs = append(errs, fmt.Errorf("recorded object %q: %w", k, err))
@@ -158,14 +155,31 @@ func (r *recorded[Obj]) record(applied, deleted []Obj) error {
 		}
 		puts = append(puts, entry{r.key(obj), v})
 	}
+	// In key order: bbolt inserts into (and deletes from) a node in memory
+	// until the commit, so unsorted puts cost a copy of the node each (a
+	// round of 50,000: seconds), sorted ones an append. And the record is
+	// read in one pass of a cursor.
+	slices.SortFunc(puts, func(a, b entry) int { return bytes.Compare(a.k, b.k) })
 	err := r.rec.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(r.bucket)
 		if b == nil {
 			return nil
 		}
 		n := 0
-		for _, p := range puts {
-			if !bytes.Equal(b.Get(p.k), p.v) {
+		c := b.Cursor()
+		var k, v []byte
+		for i, p := range puts {
+			// The next key recorded at or after p's: a few steps on from
+			// the last, else a seek.
+			steps := 0
+			for i > 0 && k != nil && bytes.Compare(k, p.k) < 0 && steps < cursorSteps {
+				k, v = c.Next()
+				steps++
+			}
+			if i == 0 || k != nil && bytes.Compare(k, p.k) < 0 {
+				k, v = c.Seek(p.k)
+			}
+			if !bytes.Equal(k, p.k) || !bytes.Equal(v, p.v) {
 				puts[n] = p
 				n++
 			}
@@ -179,10 +193,6 @@ func (r *recorded[Obj]) record(applied, deleted []Obj) error {
 	if len(puts) == 0 && len(deleted) == 0 {
 		return nil
 	}
-	// In key order: bbolt inserts into (and deletes from) a node in memory
-	// until the commit, so unsorted puts cost a copy of the node each (a
-	// round of 50,000: seconds), sorted ones an append.
-	slices.SortFunc(puts, func(a, b entry) int { return bytes.Compare(a.k, b.k) })
 	err = r.rec.update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(r.bucket)
 		if err != nil {
@@ -210,6 +220,11 @@ func (r *recorded[Obj]) record(applied, deleted []Obj) error {
 	}
 	return nil
 }
+
+// cursorSteps is how many records the check of a batch against the record
+// steps over before it seeks instead: a restart's round of every object
+// walks the record once.
+const cursorSteps = 8
 
 // WatchDrift implements reconciler.DriftTarget: the inner target's watch,
 // if it has one; otherwise it waits for ctx (drift is then found by the

@@ -3,11 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"regexp"
 	"strings"
 	"testing"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/steadystate/steadystate/examples/iptables"
 	"github.com/steadystate/steadystate/index"
@@ -159,4 +164,76 @@ func TestRecordTexts(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0] != b {
 		t.Fatalf("LoadTexts = %+v, %v; want only %+v", got, err, b)
 	}
+}
+
+// recVal is an object with a value, for the record's model test.
+type recVal struct {
+	Name  string `json:"name"`
+	Value int    `json:"value"`
+}
+
+// The record holds what the batches applied, whatever the mix of new,
+// changed and unchanged objects of a batch and the gaps between them
+// (the check against the record walks a cursor and seeks past gaps):
+// against a map, over random rounds.
+func TestRecordModel(t *testing.T) {
+	rec, err := openState(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.db.Close()
+	inner := reconcilertest.NewTarget(func(o *recVal) string { return o.Name })
+	key := func(o *recVal) index.Key { return index.Key(o.Name) }
+	wrapped := recordTarget[*recVal](inner, rec, "vals", key, nil, slog.New(slog.NewTextHandler(io.Discard, nil))).(*recorded[*recVal])
+	model := map[string]string{}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 200 {
+		var batch []*recVal
+		seen := map[string]bool{}
+		for range rng.IntN(100) + 1 {
+			name := fmt.Sprintf("k%04d", rng.IntN(500))
+			if seen[name] {
+				continue
+			}
+			seen[name] = true
+			o := &recVal{Name: name, Value: rng.IntN(3)}
+			batch = append(batch, o)
+			v, _ := json.Marshal(o)
+			model[name] = string(v)
+		}
+		// A batch's record, as a batch target's round makes it.
+		if err := wrapped.record(batch, nil); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		// The same batch again is recorded already: no write.
+		before := lastTxID(t, rec)
+		if err := wrapped.record(batch, nil); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if after := lastTxID(t, rec); after != before {
+			t.Fatalf("round %d: the same batch again wrote the record (transaction %d, then %d)", round, before, after)
+		}
+		got, err := rec.applied("vals")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(model) {
+			t.Fatalf("round %d: the record has %d objects, want %d", round, len(got), len(model))
+		}
+		for k, v := range model {
+			if string(got[k]) != v {
+				t.Fatalf("round %d: the record has %s = %s, want %s", round, k, got[k], v)
+			}
+		}
+	}
+}
+
+// lastTxID is the ID of the record's last write transaction.
+func lastTxID(t *testing.T, rec *stateRecord) int {
+	t.Helper()
+	var id int
+	if err := rec.view(func(tx *bolt.Tx) error { id = tx.ID(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return id
 }

@@ -76,11 +76,19 @@ func newRestartNode(tb testing.TB, n, m int) *restartNode {
 	tb.Helper()
 	netnstest.RequireRoot(tb)
 	netnstest.RequireCommand(tb, "iptables-restore")
-	s := &restartNode{tb: tb, bin: buildAgent(tb), ns: netnstest.New(tb), state: tb.TempDir(), routes: n, rules: m}
-	s.desired = filepath.Join(tb.TempDir(), "desired.yaml")
-	if err := os.WriteFile(s.desired, restartDesired(n, m), 0o644); err != nil {
+	desired := filepath.Join(tb.TempDir(), "desired.yaml")
+	if err := os.WriteFile(desired, restartDesired(n, m), 0o644); err != nil {
 		tb.Fatal(err)
 	}
+	return startRestartNode(tb, netnstest.New(tb), desired, n, m)
+}
+
+// startRestartNode starts an agent on ns with the desired file of n
+// routes and m rules (restartDesired) and a new state directory, and
+// waits until every object is Done.
+func startRestartNode(tb testing.TB, ns netnsutil.NS, desired string, n, m int) *restartNode {
+	tb.Helper()
+	s := &restartNode{tb: tb, bin: buildAgent(tb), ns: ns, state: tb.TempDir(), desired: desired, routes: n, rules: m}
 	s.cold = s.start()
 	return s
 }

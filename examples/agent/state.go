@@ -290,6 +290,13 @@ func (s *stateRecord) delete(bucket, key []byte) error {
 
 // applied returns the objects recorded as applied in table, by key.
 func (s *stateRecord) applied(table string) (map[string][]byte, error) {
+	return s.appliedExcept(table, nil)
+}
+
+// appliedExcept returns the objects recorded as applied in table whose
+// keys are not in except, by key: a prune's leftovers, copied out of the
+// record without copying every object it holds.
+func (s *stateRecord) appliedExcept(table string, except map[string]bool) (map[string][]byte, error) {
 	m := map[string][]byte{}
 	err := s.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(appliedBucket(table))
@@ -297,7 +304,9 @@ func (s *stateRecord) applied(table string) (map[string][]byte, error) {
 			return nil
 		}
 		return b.ForEach(func(k, v []byte) error {
-			m[string(k)] = append([]byte(nil), v...)
+			if !except[string(k)] {
+				m[string(k)] = append([]byte(nil), v...)
+			}
 			return nil
 		})
 	})

@@ -28,7 +28,7 @@ import (
 // reconcilers that do nothing: what reaches the tables is what would reach
 // the targets.
 type loaderFixture struct {
-	src     *filesource.Source[[]byte]
+	src     *filesource.Source[fileObject]
 	first   *firstLoad
 	metrics prometheus.Gatherer
 	db      *statedb.DB
@@ -56,7 +56,7 @@ func startLoaderFixture(t *testing.T, cfg AgentConfig) *loaderFixture {
 			),
 			kindRuntimes(),
 			fileModeCells,
-			cell.Invoke(func(src *filesource.Source[[]byte], first *firstLoad, db *statedb.DB, s statedb.RWTable[*sysctl.Sysctl], r statedb.RWTable[*routes.Route], ru statedb.RWTable[*iptables.Rule], k kindsIn) {
+			cell.Invoke(func(src *filesource.Source[fileObject], first *firstLoad, db *statedb.DB, s statedb.RWTable[*sysctl.Sysctl], r statedb.RWTable[*routes.Route], ru statedb.RWTable[*iptables.Rule], k kindsIn) {
 				f.src, f.first, f.db, f.sysctls, f.routes, f.rules, f.kinds = src, first, db, s, r, ru, k
 			}),
 		),

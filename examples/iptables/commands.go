@@ -61,11 +61,20 @@ func (t *Target) save(ctx context.Context, table string) (*tableState, error) {
 // returns iptables' message too.
 func (t *Target) restore(ctx context.Context, input []byte) (msg string, err error) {
 	// The watch drops the notifications of the target's own changes, known
-	// by the process ID.
+	// by the process ID: its socket's filter drops them in the kernel
+	// while the process runs (ownfilter.go).
+	pid := 0
 	err = t.ns.Do(func() error {
-		_, err := runCommandNoted(ctx, input, t.own.add, t.restoreCmd, "--noflush", "--wait")
+		_, err := runCommandNoted(ctx, input, func(p int) {
+			pid = p
+			t.own.add(p)
+			t.ownFilter.started(p)
+		}, t.restoreCmd, "--noflush", "--wait")
 		return err
 	})
+	if pid != 0 {
+		t.ownFilter.exited(pid)
+	}
 	if err != nil {
 		var ce *commandError
 		if errors.As(err, &ce) {

@@ -79,6 +79,7 @@ type Target struct {
 	checkEvery  time.Duration
 	eventBuffer int // the notifications' receive buffer; 0: eventBuffer (tests make it small)
 	own         ownPIDs
+	ownFilter   ownFilter // of the watch's socket (ownfilter.go)
 	stats       watchStats
 	saves       atomic.Uint64 // iptables-save runs of one table (save)
 	scratches   atomic.Uint64 // scratch namespaces texts were learned in (learn.go)

@@ -42,7 +42,8 @@ import (
 // Everything else (foreign rules and chains, sets, other families) is
 // decoded and dropped. The changes the target makes itself (its
 // iptables-restore processes, known by the process ID nf_tables gives each
-// generation of changes) are dropped too. When notifications are lost
+// generation of changes) are dropped too: in the kernel, by the socket's
+// filter, while the process runs (ownfilter.go), else after decoding. When notifications are lost
 // (the socket's buffer overflowed), the watch subscribes again and reports
 // every object.
 //
@@ -80,6 +81,11 @@ type WatchStats struct {
 	// Generations is how many nf_tables generations (transactions) were
 	// read; Own how many of them were the target's own.
 	Generations, Own uint64
+	// OwnChanges is how many changes of the target's own generations
+	// reached the watch: its socket's filter drops them in the kernel
+	// (ownfilter.go), unless iptables-restore's socket was not given its
+	// process ID as port ID.
+	OwnChanges uint64
 	// Reports is how many chains (or tables) were reported.
 	Reports uint64
 	// Overflows is how many times notifications were lost and everything
@@ -92,15 +98,15 @@ type WatchStats struct {
 }
 
 type watchStats struct {
-	generations, own, reports, overflows, checks atomic.Uint64
-	checkNanos                                   atomic.Int64
+	generations, own, ownChanges, reports, overflows, checks atomic.Uint64
+	checkNanos                                               atomic.Int64
 }
 
 // WatchStats returns the counters of the target's watch.
 func (t *Target) WatchStats() WatchStats {
 	s := &t.stats
 	return WatchStats{
-		Generations: s.generations.Load(), Own: s.own.Load(), Reports: s.reports.Load(),
+		Generations: s.generations.Load(), Own: s.own.Load(), OwnChanges: s.ownChanges.Load(), Reports: s.reports.Load(),
 		Overflows: s.overflows.Load(), Checks: s.checks.Load(), CheckTime: time.Duration(s.checkNanos.Load()),
 	}
 }
@@ -206,7 +212,12 @@ func (t *Target) watchNFT(ctx context.Context, drift reconciler.Drift) error {
 		}
 		opts = append(opts, nftables.WithNetNSFd(int(f.Fd())))
 	}
-	opts = append(opts, nftables.WithSockOptions(setReadBuffer(t.bufferSize())))
+	// The socket is filtered while the target's restores run.
+	opts = append(opts, nftables.WithSockOptions(setReadBuffer(t.bufferSize()), func(c *netlink.Conn) error {
+		t.ownFilter.attach(c)
+		return nil
+	}))
+	defer t.ownFilter.attach(nil)
 	conn, err := nftables.New(opts...)
 	if err != nil {
 		return fmt.Errorf("iptables target: nf_tables socket in network namespace %q: %w", t.ns, err)
@@ -221,6 +232,8 @@ func (t *Target) watchNFT(ctx context.Context, drift reconciler.Drift) error {
 		for range events { // until the monitor's goroutine is done
 		}
 	}()
+	// The filter lets go of the socket before it closes.
+	defer t.ownFilter.attach(nil)
 	drift.ChangedAll() // what changed before is unknown
 	var check <-chan time.Time
 	if t.ns != "" {
@@ -287,6 +300,7 @@ func (t *Target) generation(gen *nftables.MonitorEvents, drift reconciler.Drift)
 	if by := gen.GeneratedBy; by != nil {
 		if g, ok := by.Data.(*nftables.GenMsg); ok && t.own.has(g.ProcPID) {
 			t.stats.own.Add(1)
+			t.stats.ownChanges.Add(uint64(len(gen.Changes)))
 			return nil
 		}
 	}

@@ -226,3 +226,29 @@ func TestWatchNamespaceGone(t *testing.T) {
 		return err == nil && strings.Contains(string(out), "--dport 22")
 	})
 }
+
+// The target's own restores are filtered out in the kernel (ownfilter.go):
+// their generations reach the watch without their changes, and another
+// program's change of the owned chain made meanwhile is still repaired.
+func TestWatchFiltersOwn(t *testing.T) {
+	f := newFixtureWith(t, nil, slowRetries)
+	rules := make([]*Rule, 20)
+	for i := range rules {
+		rules[i] = filterIn(fmt.Sprintf("r%02d", i), i, fmt.Sprintf("-p tcp --dport %d -j ACCEPT", 1000+i))
+	}
+	if err := f.write(rules); err != nil {
+		t.Fatal(err)
+	}
+	f.eventually("the target's own change seen", func() bool { return f.target.WatchStats().Own >= 1 }, f.target.WatchStats)
+	if s := f.target.WatchStats(); s.OwnChanges != 0 {
+		t.Fatalf("%d changes of the target's own generations reached the watch, want 0 (filtered): %+v", s.OwnChanges, s)
+	}
+	if n := f.target.ownFilter.failures(); n != 0 {
+		t.Fatalf("%d filter updates failed", n)
+	}
+	f.sh("-D", "STEADYSTATE-INPUT", "1")
+	f.repaired(1)
+	if s := f.target.WatchStats(); s.OwnChanges != 0 {
+		t.Fatalf("the repair's changes reached the watch: %+v", s)
+	}
+}

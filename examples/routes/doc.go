@@ -17,6 +17,7 @@
 //	dump.go      route listings decoded lean: only the routes selected, only what is compared
 //	pipeline.go  route changes sent many per write, without a wait per route
 //	watch.go     route and link notifications: drift reported (reconciler.DriftTarget)
+//	notify.go    route notifications read lean, the target's own dropped in the kernel
 //
 // # Running it
 //

@@ -47,6 +47,15 @@ func (t *Target) list(family int, table uint32, proto int, keep selectRoute) ([]
 
 // list sends one RTM_GETROUTE dump request and reads its answer.
 func (p *pipeline) list(family int, table uint32, proto int, keep selectRoute) ([]kernelRoute, error) {
+	var out []kernelRoute
+	err := p.listEach(family, table, proto, keep, func(kr kernelRoute) { out = append(out, kr) })
+	return out, err
+}
+
+// listEach is list, handing each route selected to each as it is read.
+// An interrupted listing (netlink.ErrDumpInterrupted) may have handed
+// some: the caller starts again from nothing.
+func (p *pipeline) listEach(family int, table uint32, proto int, keep selectRoute, each func(kernelRoute)) error {
 	p.seq++
 	seq := p.seq
 	b := make([]byte, 0, 64)
@@ -63,14 +72,13 @@ func (p *pipeline) list(family int, table uint32, proto int, keep selectRoute) (
 	}
 	ne.PutUint32(b, uint32(len(b)))
 	if err := p.send(b); err != nil {
-		return nil, fmt.Errorf("sending a route listing request: %w", err)
+		return fmt.Errorf("sending a route listing request: %w", err)
 	}
-	var out []kernelRoute
 	interrupted := false
 	for {
 		msgs, _, err := p.sock.Receive()
 		if err != nil {
-			return nil, fmt.Errorf("reading a route listing: %w", err)
+			return fmt.Errorf("reading a route listing: %w", err)
 		}
 		for _, m := range msgs {
 			if m.Header.Seq != seq {
@@ -82,19 +90,19 @@ func (p *pipeline) list(family int, table uint32, proto int, keep selectRoute) (
 			switch m.Header.Type {
 			case unix.NLMSG_DONE:
 				if interrupted {
-					return nil, netlink.ErrDumpInterrupted
+					return netlink.ErrDumpInterrupted
 				}
-				return out, nil
+				return nil
 			case unix.NLMSG_ERROR:
 				if len(m.Data) >= 4 {
 					if errno := int32(ne.Uint32(m.Data)); errno != 0 {
-						return nil, unix.Errno(-errno)
+						return unix.Errno(-errno)
 					}
 				}
-				return out, nil
+				return nil
 			case unix.RTM_NEWROUTE:
 				if kr, ok := decodeRoute(m.Data, table, proto, keep); ok {
-					out = append(out, kr)
+					each(kr)
 				}
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/netip"
 
@@ -38,6 +39,9 @@ func (t *Target) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []r
 		return
 	}
 	devs := map[string]int{} // device indexes, looked up once per batch
+	if len(batch) >= lookupFirst {
+		t.watched.expecting(len(batch))
+	}
 	ops := make([]routeOp, 0, len(batch))
 	entry := make([]int, 0, len(batch)) // ops[j] is for batch[entry[j]]
 	for i := range batch {
@@ -370,13 +374,27 @@ func (t *Target) lookup(keys []RouteKey) (map[RouteKey]kernelRoute, error) {
 	}
 	found := make(map[RouteKey]kernelRoute, len(keys))
 	wanted := func(k RouteKey, _ int) bool { _, ok := want[k]; return ok }
+	add := func(kr kernelRoute) { found[kr.key] = kr }
 	for _, tf := range tables {
-		routes, err := t.list(tf.family, tf.table, 0, wanted)
+		// As list, but into found: no slice of the table's routes.
+		var err error
+		for range maxDumpAttempts {
+			t.listings.Add(1)
+			err = t.p.listEach(tf.family, tf.table, 0, wanted, add)
+			if !errors.Is(err, netlink.ErrDumpInterrupted) {
+				break
+			}
+			// What the interrupted listing found may be gone: from
+			// nothing again (for this table and family).
+			maps.DeleteFunc(found, func(k RouteKey, _ kernelRoute) bool {
+				return k.Table == tf.table && k.Prefix.Addr().Is6() == (tf.family == netlink.FAMILY_V6)
+			})
+		}
+		if errors.Is(err, unix.ENOENT) {
+			continue // a table the kernel does not have yet
+		}
 		if err != nil {
 			return nil, err
-		}
-		for _, kr := range routes {
-			found[kr.key] = kr
 		}
 	}
 	return found, nil

@@ -88,6 +88,9 @@ type Target struct {
 	// routes: the next adds without a listing first (see UpdateBatch).
 	bulkLoad bool
 	listings atomic.Uint64 // route listings made (dump.go), for tests
+	// ownFilter drops the pipeline's notifications from the watch's
+	// socket (notify.go).
+	ownFilter ownFilter
 
 	watched     watched    // what the drift watch reports a link's change for (watch.go)
 	stats       watchStats // of the drift watch
@@ -157,6 +160,9 @@ func (t *Target) connect() error {
 		return fmt.Errorf("routes target: netlink socket in network namespace %q: %w", t.ns, err)
 	}
 	t.h, t.p = h, p
+	if port, err := p.sock.GetPid(); err == nil {
+		t.ownFilter.setPort(port)
+	}
 	return nil
 }
 
@@ -170,6 +176,7 @@ func (t *Target) Close() error {
 	defer t.mu.Unlock()
 	t.closed = true
 	if t.h != nil {
+		t.ownFilter.setPort(0)
 		t.h.Close()
 		t.p.close()
 		t.h, t.p = nil, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,8 +26,9 @@ import (
 //     may take a desired route's identity), is reported by its identity;
 //     the reconciler drops identities that are not desired, and the routes
 //     of the local table (255), which no Route may name, are skipped here,
-//     as are the target's own writes (a route of its protocol just as it
-//     wrote it).
+//     as are the target's own writes: dropped in the kernel by the
+//     socket's filter (notify.go), or, if one comes through, recognized
+//     as a route of its protocol just as it wrote it.
 //   - A link that appears, comes up, goes down, is renamed or goes away is
 //     reported through the routes that name it (Dev) and the routes via a
 //     next hop (the kernel picks their device): the kernel drops IPv4
@@ -72,6 +74,18 @@ type watched struct {
 	installed map[RouteKey]kroute              // the target's routes as it wrote them
 }
 
+// expecting makes room for n more routes that expect records (a large
+// batch's), so that its map grows once, not step by step.
+func (w *watched) expecting(n int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.installed == nil || n > len(w.installed) {
+		grown := make(map[RouteKey]kroute, len(w.installed)+n)
+		maps.Copy(grown, w.installed)
+		w.installed = grown
+	}
+}
+
 // expect records that the kernel has (or is about to have) kr, written by
 // the target.
 func (w *watched) expect(kr kroute) {
@@ -90,13 +104,13 @@ func (w *watched) unexpect(k RouteKey) {
 	delete(w.installed, k)
 }
 
-// own reports whether the kernel's route r (identity k, of the target's
-// protocol) is what the target wrote: its notification is no drift.
-func (w *watched) own(r netlink.Route, k RouteKey) bool {
+// own reports whether the kernel's route r (of the target's protocol) is
+// what the target wrote: its notification is no drift.
+func (w *watched) own(r kernelRoute) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	kr, ok := w.installed[k]
-	return ok && sameRoute(kernelRouteOf(r, k), &kr)
+	kr, ok := w.installed[r.key]
+	return ok && sameRoute(r, &kr)
 }
 
 // track records r (about to be applied or planned) for the watch.
@@ -253,7 +267,7 @@ var (
 
 // subscription is a watch's two notification sockets.
 type subscription struct {
-	routes chan netlink.RouteUpdate
+	routes chan routeEvent
 	links  chan netlink.LinkUpdate
 	done   chan struct{} // closing it closes the sockets
 	mu     sync.Mutex
@@ -301,7 +315,7 @@ func (t *Target) subscribe() (*subscription, error) {
 		defer ns.Close()
 	}
 	s := &subscription{
-		routes: make(chan netlink.RouteUpdate, 256),
+		routes: make(chan routeEvent, 256),
 		links:  make(chan netlink.LinkUpdate, 16),
 		done:   make(chan struct{}),
 		up:     map[int]linkState{},
@@ -311,18 +325,21 @@ func (t *Target) subscribe() (*subscription, error) {
 		buf = eventBuffer
 	}
 	// The buffer is forced past rmem_max where allowed (CAP_NET_ADMIN).
-	err := netlink.RouteSubscribeWithOptions(s.routes, s.done, netlink.RouteSubscribeOptions{
-		Namespace: &ns, ErrorCallback: s.report, ReceiveBufferSize: buf, ReceiveBufferForceSize: true,
-	})
-	if err != nil {
-		err = netlink.RouteSubscribeWithOptions(s.routes, s.done, netlink.RouteSubscribeOptions{
-			Namespace: &ns, ErrorCallback: s.report, ReceiveBufferSize: buf,
-		})
-	}
+	sock, err := subscribeRoutes(ns, buf)
 	if err != nil {
 		close(s.done)
+		close(s.routes)
 		return nil, fmt.Errorf("routes target: subscribing to route notifications in network namespace %q: %w", t.ns, err)
 	}
+	// The target's own writes are dropped in the kernel (notify.go). The
+	// filter lets go of the socket before it is closed.
+	t.ownFilter.attach(sock)
+	go func() {
+		<-s.done
+		t.ownFilter.detach(sock)
+		sock.Close()
+	}()
+	go readRoutes(sock, s.routes, s.report)
 	err = netlink.LinkSubscribeWithOptions(s.links, s.done, netlink.LinkSubscribeOptions{
 		Namespace: &ns, ErrorCallback: s.report,
 	})
@@ -399,23 +416,20 @@ func (s *subscription) failure() error {
 
 // routeChanged reports the identity of a route that was added, changed or
 // deleted, and, for a new connected route, the routes via a next hop.
-func (t *Target) routeChanged(u netlink.RouteUpdate, drift reconciler.Drift) {
-	if u.Table == unix.RT_TABLE_LOCAL {
+func (t *Target) routeChanged(u routeEvent, drift reconciler.Drift) {
+	k := u.route.key
+	if k.Table == unix.RT_TABLE_LOCAL {
 		return // the kernel's own, and no Route's
-	}
-	k, ok := kernelKey(u.Route)
-	if !ok {
-		return
 	}
 	if t.routeSeen != nil {
 		defer t.routeSeen(k)
 	}
-	if u.Type == unix.RTM_NEWROUTE && int(u.Protocol) == t.proto && t.watched.own(u.Route, k) {
+	if !u.del && u.route.proto == t.proto && t.watched.own(u.route) {
 		t.stats.own.Add(1) // the target's own write: no drift
 		return
 	}
 	drift.Changed(k.Encode())
-	if u.Type == unix.RTM_NEWROUTE && u.Protocol == unix.RTPROT_KERNEL {
+	if !u.del && u.route.proto == unix.RTPROT_KERNEL {
 		for _, k := range t.watched.affected("", false) {
 			drift.Changed(k.Encode())
 		}
@@ -467,6 +481,7 @@ func (t *Target) disconnect() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.h != nil {
+		t.ownFilter.setPort(0)
 		t.h.Close()
 		t.p.close()
 		t.h, t.p = nil, nil

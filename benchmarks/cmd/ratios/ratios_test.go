@@ -53,6 +53,11 @@ pkg: github.com/steadystate/steadystate/etcd
 BenchmarkFleet/agents=100/objects=10000-2   1   33000000000 ns/op   5.9 initial-sync-s   51 p50-apply-ms   90 p99-apply-ms   236 status-writes/s   2.4 status-writes/s/agent
 BenchmarkRollout/agents=100/objects=10000-2   1   357000000 ns/op   65 halt-rollback-ms   70 p50-apply-ms   0.30 rollout-budget-ratio   0.36 rollout-s
 BenchmarkFleetScale/agents=250/objects=1000-2   1   26000000000 ns/op   1.0 changes/s   1.21 etcd-req/change/agent   1.25 heap-MB/agent   3.0 initial-sync-s   380 max-apply-ms   125 p50-apply-ms   200 p90-apply-ms   380 p99-apply-ms   1.0 status-writes/s/agent   1.0 watch-streams/agent   1.0 watchers/agent
+pkg: github.com/steadystate/steadystate/examples/agent
+BenchmarkColdStart/routes=10000/rules=2000-2   1   500000000 ns/op   0.30 cold-s   0.35 tools-s   0.86 x-tools   80 vmhwm-MB
+BenchmarkColdStart/routes=50000/rules=10000-2   1   2000000000 ns/op   1.5 cold-s   1.6 tools-s   0.94 x-tools   190 vmhwm-MB
+BenchmarkRestart/routes=10000/rules=2000-2   1   300000000 ns/op   0.35 cold-s   0.2 restart-s   80 vmhwm-MB
+BenchmarkRestart/routes=50000/rules=10000-2   1   2000000000 ns/op   1.5 cold-s   0.9 restart-s   190 vmhwm-MB
 PASS
 `
 

@@ -70,7 +70,7 @@ func (t Target) format(v float64) string {
 
 // Targets are the headline targets that `make bench-check` enforces: the
 // project's own and those against cilium/statedb.
-var Targets = slices.Concat(projectTargets, rolloutTargets, CiliumTargets())
+var Targets = slices.Concat(projectTargets, rolloutTargets, agentTargets, CiliumTargets())
 
 // projectTargets are the goals set by the project's own issues.
 var projectTargets = []Target{
