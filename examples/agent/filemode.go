@@ -63,7 +63,7 @@ func newFileSource(p fileParams) (*filesource.Source[[]byte], error) {
 	}
 	src, err := filesource.New(filesource.Config[[]byte]{
 		Path:   p.Config.Desired,
-		Decode: decodeFileItems,
+		Decode: newEntryCache(fileKeyList(), decodeFileItems).decode,
 		Equal:  bytes.Equal,
 		// 0 is "read at once" for the agent, the default for the source.
 		SettleTime:   max(p.Config.SettleTime, time.Nanosecond),
@@ -134,7 +134,7 @@ func decodeFileItems(path string, data []byte) ([]reflector.Item[[]byte], error)
 func validateDesired(path string, f *desiredFile) error {
 	var errs []error
 	for _, k := range kinds {
-		errs = append(errs, k.validate(f.of(k))...)
+		errs = append(errs, k.validate(f.of(k), f.lines[k.fileKey()])...)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%s: %w", path, errors.Join(errs...))
