@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -36,10 +37,29 @@ type editNode struct {
 
 func newEditNode(tb testing.TB, n, m int) *editNode {
 	tb.Helper()
-	s := newRestartNode(tb, n, m)
-	data, err := os.ReadFile(s.desired)
-	if err != nil {
+	netnstest.RequireRoot(tb)
+	netnstest.RequireCommand(tb, "iptables-restore")
+	s := &restartNode{tb: tb, bin: buildAgent(tb), ns: netnstest.New(tb), state: tb.TempDir(), routes: n, rules: m}
+	s.desired = filepath.Join(tb.TempDir(), "desired.yaml")
+	data := restartDesired(n, m)
+	if err := os.WriteFile(s.desired, data, 0o644); err != nil {
 		tb.Fatal(err)
+	}
+	// The agent's own prune and reload intervals (the tests' are short).
+	s.agent = startAgent(tb, s.bin, s.desired, s.ns, "--netns", filepath.Base(string(s.ns)), "--state-dir", s.state,
+		"--prune-interval", defaultConfig().PruneInterval.String(), "--reload-interval", defaultConfig().ReloadInterval.String())
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		r, err := s.agent.status()
+		if err == nil {
+			if err = allDone(r, map[string]int{"sysctls": len(restartSysctls), "routes": n, "iptables-rules": m}); err == nil {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("not every object Done within 2 minutes: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	return &editNode{restartNode: s, data: data}
 }
