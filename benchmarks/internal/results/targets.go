@@ -18,6 +18,7 @@ const (
 	PkgCilium   = module + "/benchmarks/cilium"
 	PkgRecon    = module + "/reconciler"
 	PkgEtcd     = module + "/etcd"
+	PkgAgent    = module + "/examples/agent"
 )
 
 // Ref names one benchmark result.
@@ -184,6 +185,11 @@ var projectTargets = []Target{
 		Subject:  Ref{PkgIptables, "BenchmarkApply5k", "reconciler"},
 		Baseline: &Ref{PkgIptables, "BenchmarkApply5k", "iptables-restore"},
 		Metrics:  []string{"s/5k-rules", "ns/op"}, AtMost: true, Limit: 1.5, Unit: "x",
+	},
+	{
+		Name:    "agent: one edit of 50,000 routes and 10,000 rules, rename into place to the route in the kernel, mean",
+		Subject: Ref{PkgAgent, "BenchmarkEdit/routes=50000/rules=10000", ""},
+		Metrics: []string{"edit-ms"}, AtMost: true, Limit: 100, Unit: " ms",
 	},
 }
 
