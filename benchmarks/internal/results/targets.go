@@ -191,6 +191,11 @@ var projectTargets = []Target{
 		Subject: Ref{PkgAgent, "BenchmarkEdit/routes=50000/rules=10000", ""},
 		Metrics: []string{"edit-ms"}, AtMost: true, Limit: 100, Unit: " ms",
 	},
+	{
+		Name:    "agent: a full refresh pass by age over 50,000 routes and 10,000 rules, GOMAXPROCS=1",
+		Subject: Ref{PkgAgent, "BenchmarkRefreshPass/routes=50000/rules=10000", ""},
+		Metrics: []string{"refresh-pass-s"}, AtMost: true, Limit: 10, Unit: " s",
+	},
 }
 
 // ciliumShape is a paired benchmark of benchmarks/cilium and what the
