@@ -45,15 +45,20 @@ func newEditNode(tb testing.TB, n, m int) *editNode {
 	if err := os.WriteFile(s.desired, data, 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	// The agent's own prune and reload intervals (the tests' are short).
+	// The agent's own prune and reload intervals and settle time (the
+	// tests' are short): a rename into place is read at once.
 	s.agent = startAgent(tb, s.bin, s.desired, s.ns, "--netns", filepath.Base(string(s.ns)), "--state-dir", s.state,
-		"--prune-interval", defaultConfig().PruneInterval.String(), "--reload-interval", defaultConfig().ReloadInterval.String())
+		"--prune-interval", defaultConfig().PruneInterval.String(), "--reload-interval", defaultConfig().ReloadInterval.String(),
+		"--settle-time", defaultConfig().SettleTime.String())
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		r, err := s.agent.status()
 		if err == nil {
 			if err = allDone(r, map[string]int{"sysctls": len(restartSysctls), "routes": n, "iptables-rules": m}); err == nil {
-				break
+				// And the first prune done, which would hold up an edit.
+				if err = s.pruned(); err == nil {
+					break
+				}
 			}
 		}
 		if time.Now().After(deadline) {
@@ -219,7 +224,7 @@ func TestEditBrokenLine(t *testing.T) {
 	t.Logf("one edit at %d routes and %d rules: %v", n, m, took)
 
 	data, _, _ := e.next()
-	// Route 7's type, on the line after its prefix, misspelled.
+	// Route 7's type misspelled: the error names its entry's line.
 	_, line7 := findLine(t, data, "prefix: 10.0.7.0/24")
 	bad := bytes.Replace(data, []byte("prefix: 10.0.7.0/24\n    type: blackhole\n"), []byte("prefix: 10.0.7.0/24\n    type: blackhol\n"), 1)
 	if bytes.Equal(bad, data) {
@@ -229,7 +234,7 @@ func TestEditBrokenLine(t *testing.T) {
 	if err := writeFile(t, e.desired, bad, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprintf("line %d", line7+1)
+	want := fmt.Sprintf("line %d: routes[7]: ", line7)
 	waitFor(t, "Degraded health naming the line", func() error {
 		r, err := e.agent.status()
 		if err != nil {
