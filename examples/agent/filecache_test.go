@@ -221,3 +221,21 @@ func BenchmarkDecodeEdit(b *testing.B) {
 		}
 	})
 }
+
+// FuzzEntryCache decodes a version and then another with one cache: the
+// second must decode as the whole file does (items or error).
+func FuzzEntryCache(f *testing.F) {
+	base := "sysctls:\n  - name: net.ipv4.ip_forward\n    value: \"1\"\nroutes:\n  - prefix: 10.0.0.0/24\n    type: blackhole\n  - prefix: 10.0.1.0/24\n    type: unreachable\nrules:\n  - table: filter\n    chain: INPUT\n    name: a\n    priority: 1\n    spec: -p tcp --dport 1 -j ACCEPT\n"
+	f.Add(base, strings.Replace(base, "10.0.1.0", "10.0.2.0", 1))
+	f.Add(base, strings.Replace(base, "type: unreachable", "type: unreachable\n    # note\n\n    metric: 3", 1))
+	f.Add(base, strings.Replace(base, "  - prefix: 10.0.1.0/24\n    type: unreachable\n", "  - prefix: 10.0.0.0/24\n    type: blackhole\n", 1))
+	f.Add(base, strings.Replace(base, "rules:", "routes:", 1))
+	f.Add(base, strings.Replace(base, "  - prefix: 10.0.1.0/24", "  - {prefix: 10.0.1.0/24}", 1))
+	f.Add(base, strings.Replace(base, "    type: unreachable", "      type: unreachable", 1))
+	f.Fuzz(func(t *testing.T, first, second string) {
+		c := newEntryCache(fileKeyList(), decodeFileItems)
+		sameDecode(t, c, []byte(first))
+		sameDecode(t, c, []byte(second))
+		sameDecode(t, c, []byte(first))
+	})
+}
