@@ -44,16 +44,15 @@ type entryCache[V any] struct {
 	mu      sync.Mutex
 	gen     uint64                                // the decode in progress
 	entries map[string]map[string]*cachedEntry[V] // by top-level key, by entry text
-	names   map[nameKey]*cachedEntry[V]           // the same entries, by table and name
+	names   map[nameKey]*cachedEntry[V]           // the same entries by table and name, once a version has new ones
 	size    int                                   // how many entries
 	served  int                                   // versions decoded from the cache (for tests)
 }
 
 // cachedEntry is an entry's item and the last decode that saw it.
 type cachedEntry[V any] struct {
-	section, text string
-	item          reflector.Item[V]
-	seen          uint64
+	item reflector.Item[V]
+	seen uint64
 }
 
 type nameKey struct{ table, name string }
@@ -81,14 +80,14 @@ func (c *entryCache[V]) decode(path string, data []byte) ([]reflector.Item[V], e
 	}
 	items, err := c.full(path, data)
 	if err == nil {
-		c.fill(sections, items)
+		c.fill(data, sections, items)
 	}
 	return items, err
 }
 
 // fromCache decodes sections from the cache and the entries it lacks; ok
 // is false when the whole file must be decoded.
-func (c *entryCache[V]) fromCache(path string, sections [][][]byte) (items []reflector.Item[V], ok bool) {
+func (c *entryCache[V]) fromCache(path string, sections [][]entryText) (items []reflector.Item[V], ok bool) {
 	if c.entries == nil {
 		return nil, false
 	}
@@ -107,14 +106,14 @@ func (c *entryCache[V]) fromCache(path string, sections [][][]byte) (items []ref
 	items = make([]reflector.Item[V], 0, total)
 	for i, s := range sections {
 		known := c.entries[c.keys[i]]
-		for _, text := range s {
-			e, hit := known[string(text)]
+		for _, t := range s {
+			e, hit := known[string(t.b)]
 			switch {
 			case !hit:
 				if len(news) >= max(maxNewEntries, total/8) {
 					return nil, false
 				}
-				news = append(news, fresh{section: i, at: len(items), text: text})
+				news = append(news, fresh{section: i, at: len(items), text: t.b})
 				items = append(items, reflector.Item[V]{})
 			case e.seen == c.gen:
 				return nil, false // the same entry twice: a duplicate
@@ -126,6 +125,14 @@ func (c *entryCache[V]) fromCache(path string, sections [][][]byte) (items []ref
 	}
 	// The new entries, each alone; a name must be new, or be that of a
 	// cached entry this version no longer has.
+	if len(news) > 0 && c.names == nil {
+		c.names = make(map[nameKey]*cachedEntry[V], c.size)
+		for _, known := range c.entries {
+			for _, e := range known {
+				c.names[nameKey{e.item.Table, e.item.Key}] = e
+			}
+		}
+	}
 	seen := make(map[nameKey]bool, len(news))
 	for i := range news {
 		n := &news[i]
@@ -152,58 +159,74 @@ func (c *entryCache[V]) fromCache(path string, sections [][][]byte) (items []ref
 			for text, e := range known {
 				if e.seen != c.gen {
 					delete(known, text)
-					delete(c.names, nameKey{e.item.Table, e.item.Key})
+					if c.names != nil {
+						delete(c.names, nameKey{e.item.Table, e.item.Key})
+					}
 					c.size--
 				}
 			}
 		}
 	}
 	for _, n := range news {
-		c.add(c.keys[n.section], string(n.text), n.item)
+		e := &cachedEntry[V]{item: n.item, seen: c.gen}
+		c.entries[c.keys[n.section]][string(n.text)] = e
+		if c.names != nil {
+			c.names[nameKey{n.item.Table, n.item.Key}] = e
+		}
+		c.size++
 	}
 	return items, true
 }
 
-// fill makes the cache the entries of sections, whose whole decode gave
-// items (in the same order).
-func (c *entryCache[V]) fill(sections [][][]byte, items []reflector.Item[V]) {
+// fill makes the cache the entries of sections (of data), whose whole
+// decode gave items (in the same order). The entries' texts are kept as
+// pieces of one copy of data, their entries in one slice: a first version
+// of 60,000 entries costs the map, not 120,000 allocations. (The index by
+// name waits for the first version with new entries.)
+func (c *entryCache[V]) fill(data []byte, sections [][]entryText, items []reflector.Item[V]) {
 	total := 0
 	for _, s := range sections {
 		total += len(s)
 	}
-	c.entries, c.names, c.size = map[string]map[string]*cachedEntry[V]{}, make(map[nameKey]*cachedEntry[V], total), 0
+	c.entries, c.names, c.size = nil, nil, 0
 	if total != len(items) {
-		c.entries = nil // not one item per entry: decode whole files
-		return
+		return // not one item per entry: decode whole files
 	}
 	for _, s := range sections {
-		for _, text := range s {
-			if !entryShape(text) {
-				c.entries = nil // not of the shape: decode whole files
-				return
+		for _, t := range s {
+			if !entryShape(t.b) {
+				return // not of the shape: decode whole files
 			}
 		}
 	}
 	c.gen++
+	all := string(data)
+	slab := make([]cachedEntry[V], total)
+	c.entries = make(map[string]map[string]*cachedEntry[V], len(c.keys))
 	at := 0
 	for i, s := range sections {
-		for _, text := range s {
-			c.add(c.keys[i], string(text), items[at])
+		known := make(map[string]*cachedEntry[V], len(s))
+		c.entries[c.keys[i]] = known
+		for _, t := range s {
+			var text string
+			if t.off >= 0 {
+				text = all[t.off : t.off+len(t.b)]
+			} else {
+				text = string(t.b)
+			}
+			slab[at] = cachedEntry[V]{item: items[at], seen: c.gen}
+			known[text] = &slab[at]
 			at++
 		}
 	}
+	c.size = total
 }
 
-func (c *entryCache[V]) add(section, text string, item reflector.Item[V]) {
-	known := c.entries[section]
-	if known == nil {
-		known = map[string]*cachedEntry[V]{}
-		c.entries[section] = known
-	}
-	e := &cachedEntry[V]{section: section, text: text, item: item, seen: c.gen}
-	known[text] = e
-	c.names[nameKey{item.Table, item.Key}] = e
-	c.size++
+// entryText is an entry's text, and where it starts in the file (-1 when
+// it is not a piece of the file: blank or comment lines were dropped).
+type entryText struct {
+	b   []byte
+	off int
 }
 
 // splitEntries splits a file into the entries of each of keys (in that
@@ -215,13 +238,13 @@ func (c *entryCache[V]) add(section, text string, item reflector.Item[V]) {
 // ok is false when data is not printable ASCII, not of that structure,
 // or has a top-level key that is not one of keys, twice, or without
 // entries; the caller then decodes the whole file.
-func splitEntries(data []byte, keys []string) (sections [][][]byte, ok bool) {
+func splitEntries(data []byte, keys []string) (sections [][]entryText, ok bool) {
 	for _, c := range data {
 		if (c < 0x20 || c > 0x7e) && c != '\n' {
 			return nil, false
 		}
 	}
-	sections = make([][][]byte, len(keys))
+	sections = make([][]entryText, len(keys))
 	cur, dash := -1, -1
 	start, end := -1, -1 // the current entry's first byte and the end of its last line
 	gap, gaps := false, false
@@ -229,11 +252,11 @@ func splitEntries(data []byte, keys []string) (sections [][][]byte, ok bool) {
 		if start < 0 {
 			return
 		}
-		text := data[start:end]
+		t := entryText{b: data[start:end], off: start}
 		if gaps {
-			text = dropGaps(text)
+			t = entryText{b: dropGaps(t.b), off: -1}
 		}
-		sections[cur] = append(sections[cur], text)
+		sections[cur] = append(sections[cur], t)
 		start, gap, gaps = -1, false, false
 	}
 	for off := 0; off < len(data); {
@@ -262,7 +285,7 @@ func splitEntries(data []byte, keys []string) (sections [][][]byte, ok bool) {
 				return nil, false
 			}
 			cur, dash = i, -1
-			sections[i] = [][]byte{}
+			sections[i] = []entryText{}
 		case rest[0] == '-':
 			if cur < 0 || dash >= 0 && indent != dash {
 				return nil, false
@@ -337,14 +360,17 @@ func entryShape(text []byte) bool {
 // fieldShape is addField's check of the field at column col of line l,
 // without making nodes.
 func fieldShape(l []byte, col int) bool {
-	key, after, ok := splitKey(l[col:])
-	if !ok || len(after) < 2 || after[0] != ' ' {
+	n := keyLen(l[col:])
+	if n < 0 {
 		return false
 	}
-	vcol := col + len(key) + 2
+	if after := l[col+n+1:]; len(after) < 2 || after[0] != ' ' {
+		return false
+	}
+	vcol := col + n + 2
 	for vcol < len(l) && l[vcol] == ' ' {
 		vcol++
 	}
-	_, _, ok = scalar(bytes.TrimRight(l[vcol:], " "))
+	_, ok := scalarShape(bytes.TrimRight(l[vcol:], " "))
 	return ok
 }
