@@ -25,7 +25,9 @@ import (
 // reflector commits each new version of the file to the three tables at
 // once, as in fleet mode. A file that does not decode or validate is
 // reported (the log, the health scope "desired-file", the metrics) and
-// changes nothing; nothing is pruned before the first good version.
+// changes nothing; nothing is pruned before the first good version. An
+// edit of a large file decodes only the entries it changed (entryCache,
+// in filecache.go), with the whole file's result and errors.
 
 // fileModeCells are file mode's part of the agent; the hive builds them
 // only with --desired.
