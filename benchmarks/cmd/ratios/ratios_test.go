@@ -52,6 +52,9 @@ BenchmarkWorkers/impl=workers-16-2   1   700000000 ns/op   14000 objects/sec
 pkg: github.com/steadystate/steadystate/etcd
 BenchmarkFleet/agents=100/objects=10000-2   1   33000000000 ns/op   5.9 initial-sync-s   51 p50-apply-ms   90 p99-apply-ms   236 status-writes/s   2.4 status-writes/s/agent
 BenchmarkRollout/agents=100/objects=10000-2   1   357000000 ns/op   65 halt-rollback-ms   70 p50-apply-ms   0.30 rollout-budget-ratio   0.36 rollout-s
+pkg: github.com/steadystate/steadystate/examples/agent
+BenchmarkEdit/routes=50000/rules=10000-2   20   120000000 ns/op   63 edit-ms   167 edit-max-ms
+BenchmarkRefreshPass/routes=50000/rules=10000-2   20   508000000 ns/op   0.43 refresh-pass-s   0.38 routes-s   0.43 rules-s
 PASS
 `
 
