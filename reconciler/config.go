@@ -46,10 +46,16 @@ type Config[Obj any] struct {
 	// its status (Status.UpdatedAt), which every refresh renews. 0 (the
 	// default) means never by age.
 	RefreshInterval time.Duration
-	// RefreshRate is how many refreshes by age per second at most, so
-	// that a table whose objects all come of age at once is not re-applied
-	// in one burst. It does not pace the checks of drift that a
-	// DriftTarget reports. Default DefaultRefreshRate.
+	// RefreshRate paces the refresh by age, so that a table whose objects
+	// all come of age at once is not re-applied in one burst: at most
+	// RefreshRate objects per second, in rounds of a tenth of a second's
+	// worth. With a BatchPlanner target it counts rounds instead: at most
+	// RefreshRate rounds per second, each of up to IncrementalRoundSize
+	// objects checked against one read of the real system (one
+	// PlanUpdateBatch per worker), and only the drifted ones applied; a
+	// pass over 50,000 routes is then 50 reads, not 50,000. Either way up
+	// to a second's worth may go at once. It does not pace the checks of
+	// drift that a DriftTarget reports. Default DefaultRefreshRate.
 	RefreshRate float64
 	// Workers is how many target operations may be in flight at once
 	// (Update, Delete, or a batch). Never two on the same object: a round
@@ -114,7 +120,7 @@ const (
 	DefaultRetryBackoffMax      = backoff.DefaultMax
 	DefaultIncrementalRoundSize = 1000
 	DefaultOperationTimeout     = time.Minute
-	DefaultRefreshRate          = 100.0 // refreshes per second
+	DefaultRefreshRate          = 100.0 // refreshes (rounds, with a BatchPlanner) per second
 	DefaultWorkers              = 1
 )
 

@@ -10,7 +10,10 @@
 // asked with Prune, it prunes (prune.go): Target.Prune with every desired
 // object removes what is in the real system but not desired. Apart from
 // that, Done objects older than Config.RefreshInterval are checked again,
-// at most Config.RefreshRate per second, to repair drift (refresh.go), and
+// at most Config.RefreshRate per second (rounds per second, with a
+// BatchPlanner: each round of up to IncrementalRoundSize objects is
+// planned against one read of the real system), to repair drift
+// (refresh.go), and
 // objects a DriftTarget reports are checked at once (drift.go). Config.MinRoundInterval makes bursts of
 // changes coalesce into fewer rounds.
 //

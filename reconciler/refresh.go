@@ -10,8 +10,16 @@ import (
 // refreshState is the progress of refreshing by age: passes over the table
 // in primary key order, each object whose Done status is older than
 // Config.RefreshInterval applied again (with a Planner target: checked,
-// see check.go), at most Config.RefreshRate per second (a token bucket
-// holding up to one second's worth, at least one).
+// see check.go), paced by a token bucket of Config.RefreshRate per second
+// holding up to one second's worth (at least one token):
+//
+//   - a token is one object, and objects go in rounds of a tenth of a
+//     second's worth (or what is waiting, if less);
+//   - with a BatchPlanner target, whose round is checked against one read
+//     of the real system (one route listing, one iptables-save) however
+//     many objects it holds, a token is one round, of up to
+//     IncrementalRoundSize objects: a pass over 50,000 routes is 50
+//     rounds, not 50,000 reads.
 //
 // A pass starts with a count of the objects due (for the RefreshQueue
 // metric) and goes on in rounds as the tokens allow; the next pass starts
@@ -22,7 +30,7 @@ import (
 type refreshState struct {
 	cursor   []byte    // primary key to continue the pass after; nil: between passes
 	nextPass time.Time // no pass starts before
-	tokens   float64   // refreshes allowed now
+	tokens   float64   // refreshes (rounds, with a BatchPlanner) allowed now
 	filled   time.Time // when tokens was last topped up
 	waiting  int       // due objects counted at the pass's start, less those refreshed since
 }
@@ -59,17 +67,16 @@ func (r *reconciler[Obj]) refreshStep(ctx context.Context) time.Time {
 	}
 	// Refresh in rounds of a tenth of a second's worth (or what is
 	// waiting, if less) rather than one by one as tokens trickle in; with
-	// a BatchPlanner, whose rounds cost one read of the real system each,
-	// in rounds of a second's worth.
-	share := burst / 10
-	if r.batchPlanner != nil {
-		share = burst
+	// a BatchPlanner, in rounds of IncrementalRoundSize, a token each.
+	perRound := r.batchPlanner != nil
+	need, limit := 1.0, r.cfg.IncrementalRoundSize
+	if !perRound {
+		need = max(1, min(burst/10, float64(s.waiting)))
+		limit = min(int(s.tokens), limit)
 	}
-	need := max(1, min(share, float64(s.waiting)))
 	if s.tokens < need {
 		return now.Add(time.Duration((need - s.tokens) / r.cfg.RefreshRate * float64(time.Second)))
 	}
-	limit := min(int(s.tokens), r.cfg.IncrementalRoundSize)
 	round := make([]work[Obj], 0, min(limit, 1024))
 	finished := true
 	for obj, rev := range r.cfg.Table.LowerBound(txn, statedb.QueryByPrimaryKey[Obj](r.cfg.Table, s.cursor)) {
@@ -90,7 +97,12 @@ func (r *reconciler[Obj]) refreshStep(ctx context.Context) time.Time {
 		}
 		round = append(round, work[Obj]{obj: obj, rev: rev, key: string(key), found: FoundByRefresh})
 	}
-	s.tokens -= float64(len(round))
+	switch {
+	case !perRound:
+		s.tokens -= float64(len(round))
+	case len(round) > 0:
+		s.tokens--
+	}
 	s.waiting = max(s.waiting-len(round), 0)
 	r.cfg.Metrics.RefreshQueue(r.cfg.Name, r.tableName, s.waiting)
 	if len(round) > 0 {

@@ -18,6 +18,7 @@ import (
 // objects of each kind, under the kind's key (sysctls, routes, rules).
 type desiredFile struct {
 	objects map[string][]any // by kind's file key; nil entries are empty ones
+	lines   map[string][]int // by kind's file key: each entry's line (YAML only)
 }
 
 // of returns the objects of kind k.
@@ -34,12 +35,15 @@ func kindByFileKey(key string) (agentKind, bool) {
 }
 
 // fileKeys lists the kinds' file keys: "sysctls, routes, rules".
-func fileKeys() string {
+func fileKeys() string { return strings.Join(fileKeyList(), ", ") }
+
+// fileKeyList is the kinds' file keys, in the order of kinds.
+func fileKeyList() []string {
 	var keys []string
 	for _, k := range kinds {
 		keys = append(keys, k.fileKey())
 	}
-	return strings.Join(keys, ", ")
+	return keys
 }
 
 // decodeDesired parses a desired-state file: JSON if its name ends in
@@ -51,7 +55,7 @@ func decodeDesired(path string, data []byte) (*desiredFile, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, fmt.Errorf("%s: %w", path, errEmptyDesired)
 	}
-	f := desiredFile{objects: map[string][]any{}}
+	f := desiredFile{objects: map[string][]any{}, lines: map[string][]int{}}
 	var err error
 	if strings.EqualFold(filepath.Ext(path), ".json") {
 		err = decodeJSONFile(data, &f)
@@ -95,8 +99,8 @@ func decodeYAML(path string, data []byte, f *desiredFile) error {
 			errs = append(errs, fmt.Errorf("line %d: %s: unknown key (known: %s)", key.Line, key.Value, fileKeys()))
 			continue
 		}
-		objs, err := k.decodeYAML(val)
-		f.objects[k.fileKey()] = objs
+		objs, lines, err := k.decodeYAML(val)
+		f.objects[k.fileKey()], f.lines[k.fileKey()] = objs, lines
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -124,21 +128,23 @@ func decodeJSONFile(data []byte, f *desiredFile) error {
 }
 
 // decodeList decodes the list of kind in node, checking each entry's field
-// names against T's yaml tags (status is not desired state).
-func decodeList[T any](kind string, node *yaml.Node) ([]*T, error) {
+// names against T's yaml tags (status is not desired state), and returns
+// each entry's line too.
+func decodeList[T any](kind string, node *yaml.Node) ([]*T, []int, error) {
 	if node.Kind == yaml.ScalarNode && node.Tag == "!!null" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if node.Kind != yaml.SequenceNode {
-		return nil, fmt.Errorf("line %d: %s: want a list", node.Line, kind)
+		return nil, nil, fmt.Errorf("line %d: %s: want a list", node.Line, kind)
 	}
 	known := yamlFields[T]()
 	var errs []error
 	out := make([]*T, 0, len(node.Content))
+	lines := make([]int, 0, len(node.Content))
 	for i, item := range node.Content {
 		where := func() string { return fmt.Sprintf("%s[%d]", kind, i) } // for errors only
 		if item.Kind == yaml.ScalarNode && item.Tag == "!!null" {
-			out = append(out, nil) // validateAll reports it
+			out, lines = append(out, nil), append(lines, item.Line) // validateAll reports it
 			continue
 		}
 		if item.Kind != yaml.MappingNode {
@@ -160,9 +166,9 @@ func decodeList[T any](kind string, node *yaml.Node) ([]*T, error) {
 			errs = append(errs, fmt.Errorf("line %d: %s: %s", item.Line, where(), yamlMessage(err)))
 			continue
 		}
-		out = append(out, obj)
+		out, lines = append(out, obj), append(lines, item.Line)
 	}
-	return out, errors.Join(errs...)
+	return out, lines, errors.Join(errs...)
 }
 
 // yamlFields lists the field names of T in YAML, without status.
@@ -212,13 +218,19 @@ type validatable interface {
 }
 
 // validateAll validates objs of one kind and finds duplicates (two entries
-// with the same primary key). Each error says where: "routes[2]: ...".
-func validateAll[Obj validatable](kind string, objs []Obj, key func(Obj) string) []error {
+// with the same primary key). Each error says where: "line 7: routes[2]:
+// ..." (the line from lines, each entry's, if known).
+func validateAll[Obj validatable](kind string, objs []Obj, key func(Obj) string, lines []int) []error {
 	var errs []error
 	var zero Obj
 	seen := map[string]int{}
 	for i, obj := range objs {
-		where := func() string { return fmt.Sprintf("%s[%d]", kind, i) } // for errors only
+		where := func() string { // for errors only
+			if i < len(lines) && lines[i] > 0 {
+				return fmt.Sprintf("line %d: %s[%d]", lines[i], kind, i)
+			}
+			return fmt.Sprintf("%s[%d]", kind, i)
+		}
 		if obj == zero {
 			errs = append(errs, fmt.Errorf("%s: empty entry", where()))
 			continue

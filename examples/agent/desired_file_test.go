@@ -60,12 +60,12 @@ routes:
 		t.Fatal(err)
 	}
 	routesKind, _ := kindByFileKey("routes")
-	errs := routesKind.validate(f.of(routesKind))
+	errs := routesKind.validate(f.of(routesKind), f.lines["routes"])
 	text := ""
 	for _, e := range errs {
 		text += e.Error() + "\n"
 	}
-	for _, want := range []string{"routes[1]: duplicate of routes[0]", "routes[2]: empty entry", "routes[3]:"} {
+	for _, want := range []string{"line 5: routes[1]: duplicate of routes[0]", "line 7: routes[2]: empty entry", "line 8: routes[3]:"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("errors %q lack %q", text, want)
 		}

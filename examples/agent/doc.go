@@ -93,7 +93,9 @@
 // namespace of --netns) and decorates their reconciler configs with its
 // prune interval (--prune-interval, 1m) and refresh interval
 // (--refresh-interval, 10m: applied objects are checked again at that age,
-// at a limited rate). The refresh is a backstop: the targets report drift
+// at a limited rate; routes and rules in rounds, each checked against one
+// listing of the kernel's, so a pass over 50,000 routes and 10,000 rules
+// takes half a second). The refresh is a backstop: the targets report drift
 // as it happens (route and link notifications; nf_tables notifications, or
 // a read of the chains every 10s on iptables-legacy; a read of the sysctls
 // every 5s), and the reconcilers repair it at once. The targets plan

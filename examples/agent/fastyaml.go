@@ -127,45 +127,65 @@ const maxKey = 64
 
 // splitKey splits "KEY:..." into KEY and what follows the colon.
 func splitKey(b []byte) (key string, after []byte, ok bool) {
+	i := keyLen(b)
+	if i < 0 {
+		return "", nil, false
+	}
+	return string(b[:i]), b[i+1:], true
+}
+
+// keyLen returns the length of the KEY of "KEY:...", or -1.
+func keyLen(b []byte) int {
 	i := 0
 	for i < len(b) && (b[i] >= 'a' && b[i] <= 'z' || b[i] >= 'A' && b[i] <= 'Z' || i > 0 && (b[i] >= '0' && b[i] <= '9' || b[i] == '_')) {
 		i++
 	}
 	// The library takes a key of more than 1024 characters for no key.
 	if i == 0 || i > maxKey || i == len(b) || b[i] != ':' {
-		return "", nil, false
+		return -1
 	}
-	return string(b[:i]), b[i+1:], true
+	return i
 }
 
 // scalar reads a one-line scalar of the shape: its value and style.
 func scalar(b []byte) (value string, style yaml.Style, ok bool) {
+	if style, ok = scalarShape(b); !ok {
+		return "", 0, false
+	}
+	if style != 0 {
+		return string(b[1 : len(b)-1]), style, true
+	}
+	return string(b), 0, true
+}
+
+// scalarShape tells whether b is a one-line scalar of the shape, and its
+// style (0 for plain), without making its value.
+func scalarShape(b []byte) (style yaml.Style, ok bool) {
 	if len(b) == 0 {
-		return "", 0, false // null
+		return 0, false // null
 	}
 	switch q := b[0]; q {
 	case '"', '\'':
 		if len(b) < 2 || b[len(b)-1] != q || bytes.IndexByte(b[1:len(b)-1], q) >= 0 || bytes.IndexByte(b, '\\') >= 0 {
-			return "", 0, false
+			return 0, false
 		}
-		style = yaml.DoubleQuotedStyle
 		if q == '\'' {
-			style = yaml.SingleQuotedStyle
+			return yaml.SingleQuotedStyle, true
 		}
-		return string(b[1 : len(b)-1]), style, true
+		return yaml.DoubleQuotedStyle, true
 	}
 	if bytes.IndexByte(b, '#') >= 0 || bytes.Contains(b, []byte(": ")) || b[len(b)-1] == ':' || string(b) == "<<" {
-		return "", 0, false
+		return 0, false
 	}
 	switch c := b[0]; c {
 	case '?', ':', ',', '[', ']', '{', '}', '&', '*', '!', '|', '>', '%', '@', '`':
-		return "", 0, false
+		return 0, false
 	case '-':
 		if len(b) == 1 || b[1] == ' ' || bytes.HasPrefix(b, []byte("---")) {
-			return "", 0, false
+			return 0, false
 		}
 	}
-	return string(b), 0, true
+	return 0, true
 }
 
 // scalar is a scalar node as the library makes it: a plain scalar's tag

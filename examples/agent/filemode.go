@@ -24,7 +24,9 @@ import (
 // the agent's one reflector commits each new version of the file to the
 // three tables at once, as in fleet mode. A file that does not decode or validate is
 // reported (the log, the health scope "desired-file", the metrics) and
-// changes nothing; nothing is pruned before the first good version.
+// changes nothing; nothing is pruned before the first good version. An
+// edit of a large file decodes only the entries it changed (entryCache,
+// in filecache.go), with the whole file's result and errors.
 
 // fileModeCells are file mode's part of the agent; the hive builds them
 // only with --desired.
@@ -62,7 +64,7 @@ func newFileSource(p fileParams) (*filesource.Source[fileObject], error) {
 	}
 	src, err := filesource.New(filesource.Config[fileObject]{
 		Path:   p.Config.Desired,
-		Decode: decodeFileItems,
+		Decode: newEntryCache(fileKeyList(), decodeFileItems).decode,
 		Equal:  fileObject.equal,
 		// 0 is "read at once" for the agent, the default for the source.
 		SettleTime:   max(p.Config.SettleTime, time.Nanosecond),
@@ -150,7 +152,7 @@ func decodeFileItems(path string, data []byte) ([]reflector.Item[fileObject], er
 func validateDesired(path string, f *desiredFile) error {
 	var errs []error
 	for _, k := range kinds {
-		errs = append(errs, k.validate(f.of(k))...)
+		errs = append(errs, k.validate(f.of(k), f.lines[k.fileKey()])...)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%s: %w", path, errors.Join(errs...))

@@ -116,10 +116,11 @@ type agentKind interface {
 	tableName() string // its table's name, in etcd too
 	// decodeYAML and decodeJSON read the kind's list of a desired file;
 	// each error says where (LINE: KIND[i].FIELD: problem).
-	decodeYAML(node *yaml.Node) ([]any, error)
+	decodeYAML(node *yaml.Node) (objs []any, lines []int, err error)
 	decodeJSON(data json.RawMessage) ([]any, error)
-	// validate checks the entries and finds duplicates ("routes[2]: ...").
-	validate(objs []any) []error
+	// validate checks the entries and finds duplicates ("line 7:
+	// routes[2]: ...", with lines, each entry's line, if known).
+	validate(objs []any, lines []int) []error
 	// encode is an object's name and value in the codec of both modes.
 	encode(obj any) (name string, value []byte, err error)
 	// name is an object's name in that codec (encode's name).
@@ -162,9 +163,9 @@ func (k kindOf[T, PT]) newTable(db *statedb.DB) (statedb.TableMeta, error) { ret
 func (k kindOf[T, PT]) fileKey() string   { return k.file }
 func (k kindOf[T, PT]) tableName() string { return k.table }
 
-func (k kindOf[T, PT]) decodeYAML(node *yaml.Node) ([]any, error) {
-	objs, err := decodeList[T](k.file, node)
-	return anys(objs), err
+func (k kindOf[T, PT]) decodeYAML(node *yaml.Node) ([]any, []int, error) {
+	objs, lines, err := decodeList[T](k.file, node)
+	return anys(objs), lines, err
 }
 
 func (k kindOf[T, PT]) decodeJSON(data json.RawMessage) ([]any, error) {
@@ -187,14 +188,14 @@ func anys[T any](objs []*T) []any {
 	return out
 }
 
-func (k kindOf[T, PT]) validate(objs []any) []error {
+func (k kindOf[T, PT]) validate(objs []any, lines []int) []error {
 	typed := make([]PT, len(objs))
 	for i, o := range objs {
 		if o != nil {
 			typed[i] = PT(o.(*T))
 		}
 	}
-	return validateAll(k.file, typed, k.key)
+	return validateAll(k.file, typed, k.key, lines)
 }
 
 func (k kindOf[T, PT]) encode(obj any) (string, []byte, error) {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -38,9 +37,13 @@ func readSnapshot(path string) (s snapshot, writing bool, err error) {
 		return snapshot{}, false, fmt.Errorf("%s: not a regular file", path)
 	}
 	writing = openForWriting(f)
-	if s.data, err = io.ReadAll(f); err != nil {
+	// Read into a buffer of the file's size (a large file read with
+	// io.ReadAll is copied a dozen times as its buffer grows).
+	buf := bytes.NewBuffer(make([]byte, 0, s.info.Size()+bytes.MinRead))
+	if _, err := buf.ReadFrom(f); err != nil {
 		return snapshot{}, false, err
 	}
+	s.data = buf.Bytes()
 	return s, writing, nil
 }
 

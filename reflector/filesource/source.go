@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -88,10 +87,11 @@ type Source[In any] struct {
 
 	// mu guards the state of the latest good version; read holds it.
 	mu      sync.Mutex
-	rev     uint64                         // the latest good version's; 0 before the first
-	items   map[itemKey]reflector.Item[In] // the latest good version
-	lastSum [sha256.Size]byte              // the last version read, good or bad
-	lastErr string                         // the last problem reported
+	rev     uint64                // the latest good version's; 0 before the first
+	items   map[itemKey]*slot[In] // the latest good version
+	gen     uint64                // the stamp of the version take compares
+	lastSum [sha256.Size]byte     // the last version read, good or bad
+	lastErr string                // the last problem reported
 	// epoch counts the Lists and Watches: only the latest may take a new
 	// version, so that a watch that is ending never takes one it cannot
 	// send any more.
@@ -99,6 +99,13 @@ type Source[In any] struct {
 }
 
 type itemKey struct{ table, key string }
+
+// slot is an item of the latest good version, and the stamp of the last
+// version that had its key.
+type slot[In any] struct {
+	item reflector.Item[In]
+	seen uint64
+}
 
 var _ reflector.Source[int] = (*Source[int])(nil)
 
@@ -160,7 +167,11 @@ func (s *Source[In]) List(ctx context.Context) ([]reflector.Item[In], uint64, er
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	items := slices.SortedFunc(maps.Values(s.items), func(a, b reflector.Item[In]) int {
+	items := make([]reflector.Item[In], 0, len(s.items))
+	for _, sl := range s.items {
+		items = append(items, sl.item)
+	}
+	slices.SortFunc(items, func(a, b reflector.Item[In]) int {
 		return cmp.Or(cmp.Compare(a.Table, b.Table), cmp.Compare(a.Key, b.Key))
 	})
 	return items, s.rev, nil
@@ -241,8 +252,8 @@ func (s *Source[In]) read(epoch uint64, renamed bool) (evs []reflector.Event[In]
 		if s.cfg.EmptyHint != "" {
 			err = fmt.Errorf("%w; %s", err, s.cfg.EmptyHint)
 		}
-	} else if items, err = s.cfg.Decode(path, first.data); err == nil {
-		err = duplicates(path, items)
+	} else {
+		items, err = s.cfg.Decode(path, first.data)
 	}
 	// Decoding took time: what was decoded must still be the whole file.
 	again, writing, againErr := readSnapshot(path)
@@ -251,33 +262,104 @@ func (s *Source[In]) read(epoch uint64, renamed bool) (evs []reflector.Event[In]
 		return nil, 0, true
 	}
 	s.lastSum = sum // report once per version of the file
+	var diff change
+	if err == nil {
+		diff, err = s.diff(path, items)
+	}
 	if err != nil {
 		s.reject(err)
 		return nil, 0, false
 	}
-	return s.take(items)
+	return s.take(items, diff)
 }
 
-// take makes items the latest good version and returns its difference
-// from the one before. The revision moves only when something changed
-// (and with the first version).
-func (s *Source[In]) take(items []reflector.Item[In]) ([]reflector.Event[In], uint64, bool) {
-	next := make(map[itemKey]reflector.Item[In], len(items))
-	for _, it := range items {
-		next[itemKey{it.Table, it.Key}] = it
-	}
-	var evs []reflector.Event[In]
-	for _, k := range slices.SortedFunc(maps.Keys(s.items), compareKeys) {
-		if _, ok := next[k]; !ok {
-			evs = append(evs, reflector.Event[In]{Kind: reflector.Delete, Table: k.table, Key: k.key})
+// change is the difference of a new version from the latest good one:
+// the keys it no longer has, and its items (indexes) that are new or
+// (with Equal) changed, each in key order.
+type change struct {
+	deleted []itemKey
+	put     []int
+}
+
+// diff returns the difference of items, a new version, from the latest
+// good one, or the error for two items of one table with one key. Its cost
+// is a lookup per item and a sort of the keys that changed: an edit of a
+// large file sorts no more than its edit. It changes nothing but the
+// slots' stamps.
+func (s *Source[In]) diff(path string, items []reflector.Item[In]) (change, error) {
+	s.gen++
+	var c change
+	var twice []int // into items
+	var added map[itemKey]bool
+	matched := 0
+	for i, it := range items {
+		k := itemKey{it.Table, it.Key}
+		sl, ok := s.items[k]
+		switch {
+		case !ok:
+			if added == nil {
+				added = map[itemKey]bool{}
+			}
+			if added[k] {
+				twice = append(twice, i)
+				continue
+			}
+			added[k] = true
+			c.put = append(c.put, i)
+		case sl.seen == s.gen:
+			twice = append(twice, i)
+		default:
+			sl.seen = s.gen
+			matched++
+			if s.cfg.Equal == nil || !s.cfg.Equal(sl.item.Value, it.Value) {
+				c.put = append(c.put, i)
+			}
 		}
 	}
-	for _, k := range slices.SortedFunc(maps.Keys(next), compareKeys) {
-		old, ok := s.items[k]
-		if ok && s.cfg.Equal != nil && s.cfg.Equal(old.Value, next[k].Value) {
-			continue
+	if len(twice) > 0 {
+		errs := make([]error, len(twice))
+		for j, i := range twice {
+			errs[j] = fmt.Errorf("%s: %s %q given twice", path, cmp.Or(items[i].Table, "key"), items[i].Key)
 		}
-		evs = append(evs, reflector.Event[In]{Kind: reflector.Put, Table: k.table, Key: k.key, Value: next[k].Value})
+		return change{}, errors.Join(errs...)
+	}
+	if matched < len(s.items) {
+		for k, sl := range s.items {
+			if sl.seen != s.gen {
+				c.deleted = append(c.deleted, k)
+			}
+		}
+		slices.SortFunc(c.deleted, compareKeys)
+	}
+	slices.SortFunc(c.put, func(i, j int) int {
+		return compareKeys(itemKey{items[i].Table, items[i].Key}, itemKey{items[j].Table, items[j].Key})
+	})
+	return c, nil
+}
+
+// take makes items the latest good version, whose difference from the
+// one before is c: only the keys of c change (an item Equal to the one
+// before stays as it was). It returns c as events (Delete events, then
+// Put events) at the version's revision, which moves only when something
+// changed (and with the first version).
+func (s *Source[In]) take(items []reflector.Item[In], c change) ([]reflector.Event[In], uint64, bool) {
+	if s.items == nil {
+		s.items = make(map[itemKey]*slot[In], len(c.put))
+	}
+	evs := make([]reflector.Event[In], 0, len(c.deleted)+len(c.put))
+	for _, k := range c.deleted {
+		delete(s.items, k)
+		evs = append(evs, reflector.Event[In]{Kind: reflector.Delete, Table: k.table, Key: k.key})
+	}
+	for _, i := range c.put {
+		it := items[i]
+		k := itemKey{it.Table, it.Key}
+		if sl, ok := s.items[k]; ok {
+			sl.item = it
+		} else {
+			s.items[k] = &slot[In]{item: it, seen: s.gen}
+		}
+		evs = append(evs, reflector.Event[In]{Kind: reflector.Put, Table: it.Table, Key: it.Key, Value: it.Value})
 	}
 	if len(evs) > 0 || s.rev == 0 {
 		s.rev++
@@ -285,7 +367,6 @@ func (s *Source[In]) take(items []reflector.Item[In]) ([]reflector.Event[In], ui
 	for i := range evs {
 		evs[i].Revision = s.rev
 	}
-	s.items = next
 	s.lastErr = ""
 	s.cfg.Metrics.Loaded(s.cfg.Path, len(items), len(evs))
 	msg := fmt.Sprintf("loaded %s: %d objects (version %d)", s.cfg.Path, len(items), s.rev)
@@ -328,20 +409,6 @@ func countTables[In any](items []reflector.Item[In]) []tableCount {
 
 func compareKeys(a, b itemKey) int {
 	return cmp.Or(cmp.Compare(a.table, b.table), cmp.Compare(a.key, b.key))
-}
-
-// duplicates rejects two items of one table with one key.
-func duplicates[In any](path string, items []reflector.Item[In]) error {
-	seen := make(map[itemKey]bool, len(items))
-	var errs []error
-	for _, it := range items {
-		k := itemKey{it.Table, it.Key}
-		if seen[k] {
-			errs = append(errs, fmt.Errorf("%s: %s %q given twice", path, cmp.Or(it.Table, "key"), it.Key))
-		}
-		seen[k] = true
-	}
-	return errors.Join(errs...)
 }
 
 // reject reports a file that is not taken: health Degraded, counted,

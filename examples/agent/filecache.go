@@ -1,0 +1,376 @@
+package main
+
+import (
+	"bytes"
+	"slices"
+	"sync"
+
+	"github.com/steadystate/steadystate/reflector"
+)
+
+// An edit of a large desired file changes a line or two: decoding and
+// validating its 60,000 entries again for it took a quarter of a second.
+// entryCache decodes only the entries it has not seen: it splits the file
+// into its top-level keys and their entries by lines (the shape of
+// parseBlockYAML), looks each entry's text up among the entries of the
+// last version it decoded, and decodes just the others, each alone (a
+// file of one key and that entry). The result is the decode's result for
+// the whole file, by construction:
+//
+//   - an entry of the block shape decodes, validates and encodes the same
+//     wherever it stands in the file (its line numbers are only in its
+//     errors), so a text seen before has the item it had;
+//   - the items come in the order the whole file's decode gives them:
+//     the keys in the order of keys, each key's entries in file order;
+//   - what depends on more than one entry is the duplicates check:
+//     the cached entries (one good version's) have distinct names, a
+//     text twice is a duplicate, and a new entry's name is checked against
+//     the others;
+//   - anything else (a file not of the shape, an unknown or repeated key,
+//     a new entry that does not decode alone, a duplicate, many new
+//     entries) goes to the whole file's decode, which also gives every
+//     error its line and place. A bad file is never taken from the cache.
+//
+// A whole decode that succeeds fills the cache with its entries (a first
+// version, or one that changed much). The cache holds the entries of the
+// last version it took, no more.
+type entryCache[V any] struct {
+	// full decodes and validates a whole file (decodeFileItems).
+	full func(path string, data []byte) ([]reflector.Item[V], error)
+	// keys are the file's top-level keys, in the order full gives their
+	// items.
+	keys []string
+
+	mu      sync.Mutex
+	gen     uint64                                // the decode in progress
+	entries map[string]map[string]*cachedEntry[V] // by top-level key, by entry text
+	names   map[nameKey]*cachedEntry[V]           // the same entries by table and name, once a version has new ones
+	size    int                                   // how many entries
+	served  int                                   // versions decoded from the cache (for tests)
+}
+
+// cachedEntry is an entry's item and the last decode that saw it.
+type cachedEntry[V any] struct {
+	item reflector.Item[V]
+	seen uint64
+}
+
+type nameKey struct{ table, name string }
+
+// maxNewEntries is the most entries a version may add or change (beyond
+// an eighth of the file) to be decoded entry by entry; more go to the
+// whole file's decode, which is faster for many.
+const maxNewEntries = 256
+
+func newEntryCache[V any](keys []string, full func(path string, data []byte) ([]reflector.Item[V], error)) *entryCache[V] {
+	return &entryCache[V]{full: full, keys: keys}
+}
+
+// decode is the file source's Decode: full's result for data.
+func (c *entryCache[V]) decode(path string, data []byte) ([]reflector.Item[V], error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sections, ok := splitEntries(data, c.keys)
+	if !ok {
+		return c.full(path, data)
+	}
+	if items, ok := c.fromCache(path, sections); ok {
+		c.served++
+		return items, nil
+	}
+	items, err := c.full(path, data)
+	if err == nil {
+		c.fill(data, sections, items)
+	}
+	return items, err
+}
+
+// fromCache decodes sections from the cache and the entries it lacks; ok
+// is false when the whole file must be decoded.
+func (c *entryCache[V]) fromCache(path string, sections [][]entryText) (items []reflector.Item[V], ok bool) {
+	if c.entries == nil {
+		return nil, false
+	}
+	total := 0
+	for _, s := range sections {
+		total += len(s)
+	}
+	c.gen++
+	type fresh struct {
+		section int
+		at      int // index into items
+		text    []byte
+		item    reflector.Item[V]
+	}
+	var news []fresh
+	items = make([]reflector.Item[V], 0, total)
+	for i, s := range sections {
+		known := c.entries[c.keys[i]]
+		for _, t := range s {
+			e, hit := known[string(t.b)]
+			switch {
+			case !hit:
+				if len(news) >= max(maxNewEntries, total/8) {
+					return nil, false
+				}
+				news = append(news, fresh{section: i, at: len(items), text: t.b})
+				items = append(items, reflector.Item[V]{})
+			case e.seen == c.gen:
+				return nil, false // the same entry twice: a duplicate
+			default:
+				e.seen = c.gen
+				items = append(items, e.item)
+			}
+		}
+	}
+	// The new entries, each alone; a name must be new, or be that of a
+	// cached entry this version no longer has.
+	if len(news) > 0 && c.names == nil {
+		c.names = make(map[nameKey]*cachedEntry[V], c.size)
+		for _, known := range c.entries {
+			for _, e := range known {
+				c.names[nameKey{e.item.Table, e.item.Key}] = e
+			}
+		}
+	}
+	seen := make(map[nameKey]bool, len(news))
+	for i := range news {
+		n := &news[i]
+		if !entryShape(n.text) {
+			return nil, false
+		}
+		one := append(append([]byte(c.keys[n.section]+":\n"), n.text...), '\n')
+		got, err := c.full(path, one)
+		if err != nil || len(got) != 1 {
+			return nil, false
+		}
+		k := nameKey{got[0].Table, got[0].Key}
+		if e, ok := c.names[k]; seen[k] || ok && e.seen == c.gen {
+			return nil, false
+		}
+		seen[k] = true
+		n.item = got[0]
+		items[n.at] = got[0]
+	}
+	// Take the version: forget the entries it no longer has, add its new
+	// ones.
+	if kept := total - len(news); kept < c.size {
+		for _, known := range c.entries {
+			for text, e := range known {
+				if e.seen != c.gen {
+					delete(known, text)
+					if c.names != nil {
+						delete(c.names, nameKey{e.item.Table, e.item.Key})
+					}
+					c.size--
+				}
+			}
+		}
+	}
+	for _, n := range news {
+		e := &cachedEntry[V]{item: n.item, seen: c.gen}
+		c.entries[c.keys[n.section]][string(n.text)] = e
+		if c.names != nil {
+			c.names[nameKey{n.item.Table, n.item.Key}] = e
+		}
+		c.size++
+	}
+	return items, true
+}
+
+// fill makes the cache the entries of sections (of data), whose whole
+// decode gave items (in the same order). The entries' texts are kept as
+// pieces of one copy of data, their entries in one slice: a first version
+// of 60,000 entries costs the map, not 120,000 allocations. (The index by
+// name waits for the first version with new entries.)
+func (c *entryCache[V]) fill(data []byte, sections [][]entryText, items []reflector.Item[V]) {
+	total := 0
+	for _, s := range sections {
+		total += len(s)
+	}
+	c.entries, c.names, c.size = nil, nil, 0
+	if total != len(items) {
+		return // not one item per entry: decode whole files
+	}
+	for _, s := range sections {
+		for _, t := range s {
+			if !entryShape(t.b) {
+				return // not of the shape: decode whole files
+			}
+		}
+	}
+	c.gen++
+	all := string(data)
+	slab := make([]cachedEntry[V], total)
+	c.entries = make(map[string]map[string]*cachedEntry[V], len(c.keys))
+	at := 0
+	for i, s := range sections {
+		known := make(map[string]*cachedEntry[V], len(s))
+		c.entries[c.keys[i]] = known
+		for _, t := range s {
+			var text string
+			if t.off >= 0 {
+				text = all[t.off : t.off+len(t.b)]
+			} else {
+				text = string(t.b)
+			}
+			slab[at] = cachedEntry[V]{item: items[at], seen: c.gen}
+			known[text] = &slab[at]
+			at++
+		}
+	}
+	c.size = total
+}
+
+// entryText is an entry's text, and where it starts in the file (-1 when
+// it is not a piece of the file: blank or comment lines were dropped).
+type entryText struct {
+	b   []byte
+	off int
+}
+
+// splitEntries splits a file into the entries of each of keys (in that
+// order), by the line structure of parseBlockYAML's shape: top-level keys
+// alone on their lines, each followed by its entries at one indent. Each
+// entry's text is its lines, from its "- " to its last field, without the
+// newline that ends it (and without the blank and comment lines within
+// it). The lines within an entry are not checked here (see entryShape).
+// ok is false when data is not printable ASCII, not of that structure,
+// or has a top-level key that is not one of keys, twice, or without
+// entries; the caller then decodes the whole file.
+func splitEntries(data []byte, keys []string) (sections [][]entryText, ok bool) {
+	for _, c := range data {
+		if (c < 0x20 || c > 0x7e) && c != '\n' {
+			return nil, false
+		}
+	}
+	sections = make([][]entryText, len(keys))
+	cur, dash := -1, -1
+	start, end := -1, -1 // the current entry's first byte and the end of its last line
+	gap, gaps := false, false
+	flush := func() {
+		if start < 0 {
+			return
+		}
+		t := entryText{b: data[start:end], off: start}
+		if gaps {
+			t = entryText{b: dropGaps(t.b), off: -1}
+		}
+		sections[cur] = append(sections[cur], t)
+		start, gap, gaps = -1, false, false
+	}
+	for off := 0; off < len(data); {
+		n := bytes.IndexByte(data[off:], '\n')
+		next := off + n + 1
+		if n < 0 {
+			n, next = len(data)-off, len(data)
+		}
+		l := data[off : off+n]
+		indent := 0
+		for indent < len(l) && l[indent] == ' ' {
+			indent++
+		}
+		rest := l[indent:]
+		switch {
+		case len(rest) == 0 || rest[0] == '#':
+			gap = start >= 0
+		case indent == 0 && rest[0] != '-':
+			flush()
+			key, after, ok := splitKey(rest)
+			if !ok || len(bytes.TrimRight(after, " ")) > 0 || cur >= 0 && len(sections[cur]) == 0 {
+				return nil, false
+			}
+			i := slices.Index(keys, key)
+			if i < 0 || sections[i] != nil {
+				return nil, false
+			}
+			cur, dash = i, -1
+			sections[i] = []entryText{}
+		case rest[0] == '-':
+			if cur < 0 || dash >= 0 && indent != dash {
+				return nil, false
+			}
+			flush()
+			dash = indent
+			start, end = off, off+n
+		default:
+			if start < 0 {
+				return nil, false
+			}
+			gaps = gaps || gap
+			end = off + n
+		}
+		off = next
+	}
+	flush()
+	if cur < 0 || len(sections[cur]) == 0 {
+		return nil, false
+	}
+	return sections, true
+}
+
+// dropGaps returns text without its blank and comment lines.
+func dropGaps(text []byte) []byte {
+	var out []byte
+	for l := range bytes.SplitSeq(text, []byte("\n")) {
+		if t := bytes.TrimLeft(l, " "); len(t) == 0 || t[0] == '#' {
+			continue
+		}
+		if out != nil {
+			out = append(out, '\n')
+		}
+		out = append(out, l...)
+	}
+	return out
+}
+
+// entryShape reports whether text, an entry of splitEntries, is of
+// parseBlockYAML's shape line by line: "- FIELD: SCALAR", then
+// "FIELD: SCALAR" lines under its first field.
+func entryShape(text []byte) bool {
+	field := -1
+	for l := range bytes.SplitSeq(text, []byte("\n")) {
+		indent := 0
+		for indent < len(l) && l[indent] == ' ' {
+			indent++
+		}
+		rest := l[indent:]
+		if field < 0 {
+			if len(rest) < 2 || rest[0] != '-' || rest[1] != ' ' {
+				return false
+			}
+			f := indent + 2
+			for f < len(l) && l[f] == ' ' {
+				f++
+			}
+			if f == len(l) || l[f] == '-' || l[f] == '#' {
+				return false
+			}
+			field = f
+		} else if indent != field || len(rest) > 0 && rest[0] == '-' {
+			return false
+		}
+		if !fieldShape(l, field) {
+			return false
+		}
+	}
+	return field >= 0
+}
+
+// fieldShape is addField's check of the field at column col of line l,
+// without making nodes.
+func fieldShape(l []byte, col int) bool {
+	n := keyLen(l[col:])
+	if n < 0 {
+		return false
+	}
+	if after := l[col+n+1:]; len(after) < 2 || after[0] != ' ' {
+		return false
+	}
+	vcol := col + n + 2
+	for vcol < len(l) && l[vcol] == ' ' {
+		vcol++
+	}
+	_, ok := scalarShape(bytes.TrimRight(l[vcol:], " "))
+	return ok
+}

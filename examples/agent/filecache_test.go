@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/steadystate/steadystate/reflector"
+)
+
+// sameDecode checks that the cache's decode of data is the whole file's.
+func sameDecode(t *testing.T, c *entryCache[fileObject], data []byte) error {
+	t.Helper()
+	got, gotErr := c.decode("desired.yaml", data)
+	want, wantErr := decodeFileItems("desired.yaml", data)
+	if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+		t.Fatalf("error %v, want %v, for:\n%s", gotErr, wantErr, data)
+	}
+	if !slices.EqualFunc(got, want, func(a, b reflector.Item[fileObject]) bool {
+		return a.Table == b.Table && a.Key == b.Key && a.Value.equal(b.Value)
+	}) {
+		t.Fatalf("items %v, want %v, for:\n%s", got, want, data)
+	}
+	return wantErr
+}
+
+// TestEntryCacheModel decodes random versions of a desired file, each a
+// few edits from the one before (entries changed, added, removed, moved,
+// sections moved), most of them good, some with one fault of their own
+// (an entry broken, repeated, commented, of another shape, a key
+// repeated or unknown), with one cache, and checks each result against
+// the whole file's decode: the same items in the same order, or the same
+// error.
+func TestEntryCacheModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	next := 0 // routes and rules get new keys
+	entry := func(key string) string {
+		next++
+		switch key {
+		case "sysctls":
+			return fmt.Sprintf("  - name: net.ipv4.conf.all.rp_filter\n    value: \"%d\"", rng.IntN(3))
+		case "routes":
+			types := []string{"blackhole", "unreachable", "prohibit"}
+			e := fmt.Sprintf("  - prefix: 10.%d.%d.0/24\n    type: %s", next>>8, next&0xff, types[rng.IntN(len(types))])
+			if rng.IntN(4) == 0 {
+				e += fmt.Sprintf("\n    metric: %d", rng.IntN(3))
+			}
+			return e
+		default:
+			return fmt.Sprintf("  - table: filter\n    chain: INPUT\n    name: r%d\n    priority: %d\n    spec: -p tcp --dport %d -j ACCEPT", next, rng.IntN(3), 1000+rng.IntN(5))
+		}
+	}
+	type section struct {
+		key     string
+		entries []string
+	}
+	doc := []section{{"sysctls", []string{entry("sysctls")}}, {"routes", nil}, {"rules", nil}}
+	for range 30 {
+		doc[1].entries = append(doc[1].entries, entry("routes"))
+		doc[2].entries = append(doc[2].entries, entry("rules"))
+	}
+	// faults make a version bad, or of another shape, once.
+	faults := []func(s section) section{
+		func(s section) section { // an entry twice
+			s.entries = append(s.entries, s.entries[rng.IntN(len(s.entries))])
+			return s
+		},
+		func(s section) section { // an entry's key twice
+			i := rng.IntN(len(s.entries))
+			s.entries = append(s.entries, strings.Replace(s.entries[i], "blackhole", "unreachable", 1)+"\n    metric: 9")
+			return s
+		},
+		func(s section) section { // a broken value
+			s.entries[rng.IntN(len(s.entries))] = "  - prefix: 10.250.0.0/24\n    type: blackhol"
+			return s
+		},
+		func(s section) section { // an unknown field
+			s.entries[rng.IntN(len(s.entries))] += "\n    colour: red"
+			return s
+		},
+		func(s section) section { // a comment and a blank line within an entry
+			i := rng.IntN(len(s.entries))
+			s.entries[i] = strings.Replace(s.entries[i], "\n", "\n    # a comment\n\n", 1)
+			return s
+		},
+		func(s section) section { // a field not under the first
+			i := rng.IntN(len(s.entries))
+			s.entries[i] = strings.Replace(s.entries[i], "\n    ", "\n     ", 1)
+			return s
+		},
+		func(s section) section { // a flow mapping
+			s.entries[rng.IntN(len(s.entries))] = "  - {prefix: 10.251.0.0/24, type: blackhole}"
+			return s
+		},
+		func(s section) section { // more space after the dash
+			i := rng.IntN(len(s.entries))
+			s.entries[i] = strings.Replace(s.entries[i], "  - ", "  -   ", 1)
+			return s
+		},
+		func(s section) section { // another indent
+			i := rng.IntN(len(s.entries))
+			s.entries[i] = " " + strings.ReplaceAll(s.entries[i], "\n", "\n ")
+			return s
+		},
+	}
+	render := func(doc []section, extra string) []byte {
+		var b strings.Builder
+		for _, s := range doc {
+			b.WriteString(s.key + ":\n")
+			for _, e := range s.entries {
+				b.WriteString(e + "\n")
+			}
+		}
+		b.WriteString(extra)
+		return []byte(b.String())
+	}
+	c := newEntryCache([]string{"sysctls", "routes", "rules"}, decodeFileItems)
+	good := 0
+	for range 600 {
+		key := []string{"routes", "rules"}[rng.IntN(2)]
+		s := &doc[slices.IndexFunc(doc, func(s section) bool { return s.key == key })]
+		switch op := rng.IntN(10); {
+		case op < 4:
+			s.entries[rng.IntN(len(s.entries))] = entry(s.key)
+		case op < 6:
+			s.entries = slices.Insert(s.entries, rng.IntN(len(s.entries)+1), entry(s.key))
+		case op < 8 && len(s.entries) > 1:
+			at := rng.IntN(len(s.entries))
+			s.entries = slices.Delete(s.entries, at, at+1)
+		case op == 8:
+			i, j := rng.IntN(len(s.entries)), rng.IntN(len(s.entries))
+			s.entries[i], s.entries[j] = s.entries[j], s.entries[i]
+		default:
+			i, j := rng.IntN(len(doc)), rng.IntN(len(doc))
+			doc[i], doc[j] = doc[j], doc[i]
+		}
+		version, extra := doc, ""
+		switch f := rng.IntN(len(faults) + 12); {
+		case f < len(faults):
+			version = slices.Clone(doc)
+			i := slices.IndexFunc(version, func(s section) bool { return s.key == "routes" })
+			if f == 3 || f == 4 || rng.IntN(2) == 0 {
+				version[i] = faults[f](section{version[i].key, slices.Clone(version[i].entries)})
+			} else {
+				i = slices.IndexFunc(version, func(s section) bool { return s.key == "rules" })
+				version[i] = faults[f](section{version[i].key, slices.Clone(version[i].entries)})
+			}
+		case f == len(faults):
+			extra = "routes:\n  - prefix: 10.252.0.0/24\n    type: blackhole\n"
+		case f == len(faults)+1:
+			extra = "colours:\n  - red: 1\n"
+		case f == len(faults)+2:
+			extra = "# the end\n\n"
+		}
+		if err := sameDecode(t, c, render(version, extra)); err == nil {
+			good++
+		} else if testing.Verbose() {
+			t.Log(err)
+		}
+	}
+	t.Logf("%d versions good, %d decoded from the cache", good, c.served)
+	if good < 300 || c.served < good/2 {
+		t.Errorf("%d of the versions were good, %d decoded from the cache: the model tests too little", good, c.served)
+	}
+}
+
+// TestEntryCacheBrokenLine: a version of 50,000 routes and 10,000 rules
+// with one broken line, after a good one, is rejected whole with the
+// line's number, as the whole file's decode rejects it.
+func TestEntryCacheBrokenLine(t *testing.T) {
+	data := restartDesired(50_000, 10_000)
+	c := newEntryCache(fileKeyList(), decodeFileItems)
+	if _, err := c.decode("desired.yaml", data); err != nil {
+		t.Fatal(err)
+	}
+	_, line := findLine(t, data, "prefix: 10.1.7.0/24")
+	bad := bytes.Replace(data, []byte("prefix: 10.1.7.0/24\n    type: blackhole\n"), []byte("prefix: 10.1.7.0/24\n    type: blackhol\n"), 1)
+	items, err := c.decode("desired.yaml", bad)
+	if want := fmt.Sprintf("line %d: routes[263]", line); err == nil || !strings.Contains(err.Error(), want) || items != nil {
+		t.Fatalf("decode of a broken line: %d items, error %v; want none and an error naming %q", len(items), err, want)
+	}
+	sameDecode(t, c, bad)
+	// And the good version after it still decodes from the cache.
+	sameDecode(t, c, data)
+}
+
+// BenchmarkDecodeEdit decodes one-route edits of a desired file of 50,000
+// routes and 10,000 rules, as the agent does after each rename into
+// place: whole, and with the cache of the version before.
+func BenchmarkDecodeEdit(b *testing.B) {
+	data := restartDesired(50_000, 10_000)
+	versions := [][]byte{data}
+	for i := range 16 {
+		before, after := editPrefixes(i)
+		data = bytes.Replace(data, []byte("prefix: "+before.String()+"\n"), []byte("prefix: "+after.String()+"\n"), 1)
+		versions = append(versions, data)
+	}
+	b.Run("whole", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			if _, err := decodeFileItems("desired.yaml", versions[i%len(versions)]); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+	b.Run("cached", func(b *testing.B) {
+		c := newEntryCache(fileKeyList(), decodeFileItems)
+		if _, err := c.decode("desired.yaml", versions[0]); err != nil {
+			b.Fatal(err)
+		}
+		i := 1
+		for b.Loop() {
+			if _, err := c.decode("desired.yaml", versions[i%len(versions)]); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+}
+
+// FuzzEntryCache decodes a version and then another with one cache: the
+// second must decode as the whole file does (items or error).
+func FuzzEntryCache(f *testing.F) {
+	base := "sysctls:\n  - name: net.ipv4.ip_forward\n    value: \"1\"\nroutes:\n  - prefix: 10.0.0.0/24\n    type: blackhole\n  - prefix: 10.0.1.0/24\n    type: unreachable\nrules:\n  - table: filter\n    chain: INPUT\n    name: a\n    priority: 1\n    spec: -p tcp --dport 1 -j ACCEPT\n"
+	f.Add(base, strings.Replace(base, "10.0.1.0", "10.0.2.0", 1))
+	f.Add(base, strings.Replace(base, "type: unreachable", "type: unreachable\n    # note\n\n    metric: 3", 1))
+	f.Add(base, strings.Replace(base, "  - prefix: 10.0.1.0/24\n    type: unreachable\n", "  - prefix: 10.0.0.0/24\n    type: blackhole\n", 1))
+	f.Add(base, strings.Replace(base, "rules:", "routes:", 1))
+	f.Add(base, strings.Replace(base, "  - prefix: 10.0.1.0/24", "  - {prefix: 10.0.1.0/24}", 1))
+	f.Add(base, strings.Replace(base, "    type: unreachable", "      type: unreachable", 1))
+	f.Fuzz(func(t *testing.T, first, second string) {
+		c := newEntryCache(fileKeyList(), decodeFileItems)
+		sameDecode(t, c, []byte(first))
+		sameDecode(t, c, []byte(second))
+		sameDecode(t, c, []byte(first))
+	})
+}
