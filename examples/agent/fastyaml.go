@@ -48,11 +48,7 @@ func parseBlockYAML(data []byte) (doc *yaml.Node, ok bool) {
 		} else {
 			data = nil
 		}
-		indent := 0
-		for indent < len(l) && l[indent] == ' ' {
-			indent++
-		}
-		rest := l[indent:]
+		indent, rest := splitIndent(l)
 		switch {
 		case len(rest) == 0 || rest[0] == '#':
 			// Blank, or a comment.
@@ -256,4 +252,13 @@ func init() {
 	for _, w := range strings.Fields("true True TRUE false False FALSE ~ null Null NULL .nan .NaN .NAN .inf .Inf .INF +.inf +.Inf +.INF -.inf -.Inf -.INF <<") {
 		yamlWords[w] = struct{}{}
 	}
+}
+
+// splitIndent returns the number of spaces that line l starts with and
+// the rest of the line after them.
+func splitIndent(l []byte) (indent int, rest []byte) {
+	for indent < len(l) && l[indent] == ' ' {
+		indent++
+	}
+	return indent, l[indent:]
 }

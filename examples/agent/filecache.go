@@ -266,11 +266,7 @@ func splitEntries(data []byte, keys []string) (sections [][]entryText, ok bool) 
 			n, next = len(data)-off, len(data)
 		}
 		l := data[off : off+n]
-		indent := 0
-		for indent < len(l) && l[indent] == ' ' {
-			indent++
-		}
-		rest := l[indent:]
+		indent, rest := splitIndent(l)
 		switch {
 		case len(rest) == 0 || rest[0] == '#':
 			gap = start >= 0
@@ -330,11 +326,7 @@ func dropGaps(text []byte) []byte {
 func entryShape(text []byte) bool {
 	field := -1
 	for l := range bytes.SplitSeq(text, []byte("\n")) {
-		indent := 0
-		for indent < len(l) && l[indent] == ' ' {
-			indent++
-		}
-		rest := l[indent:]
+		indent, rest := splitIndent(l)
 		if field < 0 {
 			if len(rest) < 2 || rest[0] != '-' || rest[1] != ' ' {
 				return false
