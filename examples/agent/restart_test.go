@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -215,23 +214,7 @@ func (s *restartNode) pruned() error {
 // which the rule "count" counts.
 func (s *restartNode) sendPackets() {
 	s.tb.Helper()
-	err := s.ns.Do(func() error {
-		// Unconnected, so that the port's ICMP unreachable is no error.
-		c, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		for range 3 {
-			if _, err := c.WriteTo([]byte("x"), &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9}); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		s.tb.Fatal(err)
-	}
+	netnstest.SendUDP(s.tb, s.ns, 9, 3)
 }
 
 // sysctlFiles opens the sample's sysctls in the namespace. The open files

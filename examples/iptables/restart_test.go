@@ -3,7 +3,6 @@ package iptables
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"sync"
 	"testing"
@@ -30,23 +29,7 @@ func restartRules() []*Rule {
 // namespace, which the rule "discard" counts.
 func (f *fixture) sendPackets() {
 	f.t.Helper()
-	err := f.ns.Do(func() error {
-		// Unconnected, so that the port's ICMP unreachable is no error.
-		c, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		for range 3 {
-			if _, err := c.WriteTo([]byte("x"), &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9}); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		f.t.Fatal(err)
-	}
+	netnstest.SendUDP(f.t, f.ns, 9, 3)
 }
 
 // updateAll runs target's UpdateBatch over every rule of f's table, as a
