@@ -70,7 +70,19 @@ func decodeDesired(path string, data []byte) (*desiredFile, error) {
 
 // decodeYAML decodes a YAML desired file entry by entry, so that each
 // error says where, as LINE: KIND[i].FIELD: problem, and names no Go type.
+// A file of the block shape whose every entry decodes is read straight
+// into its objects (decodeBlockDirect); any other file, and any error,
+// through the library's nodes.
 func decodeYAML(path string, data []byte, f *desiredFile) error {
+	if decodeBlockDirect(data, f) {
+		return nil
+	}
+	return decodeYAMLNodes(data, f)
+}
+
+// decodeYAMLNodes is decodeYAML through the library's nodes (made by
+// parseBlockYAML when the file is of its shape).
+func decodeYAMLNodes(data []byte, f *desiredFile) error {
 	doc, ok := parseBlockYAML(data)
 	if !ok {
 		doc = &yaml.Node{}
