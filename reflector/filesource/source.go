@@ -325,10 +325,10 @@ func (s *Source[In]) diff(path string, items []reflector.Item[In]) (change, erro
 		}
 		slices.SortFunc(c.deleted, compareKeys)
 	}
-	// In key order, a key given twice is next to itself; the sort is
-	// stable, so its first is the one in file order.
-	slices.SortStableFunc(c.put, func(i, j int) int {
-		return compareKeys(itemKey{items[i].Table, items[i].Key}, itemKey{items[j].Table, items[j].Key})
+	// In key order, a key given twice is next to itself, its first (in
+	// file order) first.
+	slices.SortFunc(c.put, func(i, j int) int {
+		return cmp.Or(compareKeys(itemKey{items[i].Table, items[i].Key}, itemKey{items[j].Table, items[j].Key}), cmp.Compare(i, j))
 	})
 	if added > 1 {
 		put := c.put[:0]
