@@ -31,11 +31,9 @@ import (
 //     entries) goes to the whole file's decode, which also gives every
 //     error its line and place. A bad file is never taken from the cache.
 //
-// A whole decode that succeeds fills the cache with its entries (a
-// version that changed much), but for the first: the cache is for edits,
-// and a start, whose memory peaks while it applies everything, need not
-// hold it too; the first edit decodes the whole file and fills it. The
-// cache holds the entries of the last version it took, no more.
+// A whole decode that succeeds fills the cache with its entries (a first
+// version, or one that changed much). The cache holds the entries of the
+// last version it took, no more.
 type entryCache[V any] struct {
 	// full decodes and validates a whole file (decodeFileItems).
 	full func(path string, data []byte) ([]reflector.Item[V], error)
@@ -49,7 +47,6 @@ type entryCache[V any] struct {
 	names   map[nameKey]*cachedEntry[V]           // the same entries by table and name, once a version has new ones
 	size    int                                   // how many entries
 	served  int                                   // versions decoded from the cache (for tests)
-	decoded bool                                  // a version was decoded whole (the first is not kept)
 }
 
 // cachedEntry is an entry's item and the last decode that saw it.
@@ -82,10 +79,9 @@ func (c *entryCache[V]) decode(path string, data []byte) ([]reflector.Item[V], e
 		return items, nil
 	}
 	items, err := c.full(path, data)
-	if err == nil && c.decoded {
+	if err == nil {
 		c.fill(data, sections, items)
 	}
-	c.decoded = c.decoded || err == nil
 	return items, err
 }
 
