@@ -195,7 +195,8 @@ func (m *Multi[In]) relist(ctx context.Context, reason string) error {
 // at revision rev: Deletes of the keys the tables hold that items lack,
 // then a Put of each key's latest item (the one of highest revision, the
 // last of those in items' order), in revision order (the latest write of a
-// primary key wins), each revision's in key order. It sorts items; a list
+// primary key wins): in table and key order when items are of one
+// revision, else each revision's in key order. It sorts items; a list
 // already in table and key order, all of one revision (a file's), is only
 // checked, not sorted, nor does it need a map of its keys.
 func (m *Multi[In]) listEvents(items []Item[In], rev uint64) []Event[In] {
@@ -206,13 +207,13 @@ func (m *Multi[In]) listEvents(items []Item[In], rev uint64) []Event[In] {
 		slices.SortStableFunc(items, byKey)
 	}
 	// The latest of each key: the last of its run.
-	latest := items[:0]
+	latest := items[:0] // compacted in place
 	oneRevision := true
 	for i, it := range items {
 		if i+1 < len(items) && m.tableOf(items[i+1].Table) == m.tableOf(it.Table) && items[i+1].Key == it.Key {
 			continue
 		}
-		oneRevision = oneRevision && it.Revision == items[0].Revision
+		oneRevision = oneRevision && (len(latest) == 0 || it.Revision == latest[0].Revision)
 		latest = append(latest, it)
 	}
 	listed := func(table, key string) bool {

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding"
 	"reflect"
-	"strings"
 	"sync"
 
 	"go.yaml.in/yaml/v3"
@@ -127,7 +126,9 @@ func (l *directListOf[T]) set(key, value []byte, style yaml.Style) bool {
 func (l *directListOf[T]) objects() ([]any, []int) { return anys(l.objs), l.lines }
 
 // entryFields are the fields of a kind's type that a desired entry may
-// set (decodeList's: by yaml name, without status), and how.
+// set (decodeList's: by yaml name, without status), and how. A type or a
+// field that unmarshals its own YAML (yaml.Unmarshaler) is left to the
+// library.
 type entryFields struct {
 	byName map[string]entryField
 }
@@ -150,6 +151,9 @@ const (
 var (
 	fieldsMu    sync.Mutex
 	fieldsCache = map[reflect.Type]*entryFields{}
+
+	yamlUnmarshaler = reflect.TypeFor[yaml.Unmarshaler]()
+	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
 
 // fieldsOf returns the entryFields of struct type rt, made once.
@@ -160,22 +164,21 @@ func fieldsOf(rt reflect.Type) *entryFields {
 		return fs
 	}
 	fs := &entryFields{byName: map[string]entryField{}}
-	textType := reflect.TypeFor[encoding.TextUnmarshaler]()
+	if reflect.PointerTo(rt).Implements(yamlUnmarshaler) {
+		fieldsCache[rt] = fs // decodes itself: every field declined
+		return fs
+	}
 	for i := range rt.NumField() {
 		sf := rt.Field(i)
-		if !sf.IsExported() {
-			continue
-		}
-		name, _, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
-		if name == "" {
-			name = strings.ToLower(sf.Name)
-		}
-		if name == "-" || name == "status" || len(fs.byName) == 64 {
+		name, ok := yamlName(sf)
+		if !ok || len(fs.byName) == 64 {
 			continue
 		}
 		kind := fieldOther
 		switch {
-		case reflect.PointerTo(sf.Type).Implements(textType):
+		case reflect.PointerTo(sf.Type).Implements(yamlUnmarshaler):
+			// The library calls it, before anything else.
+		case reflect.PointerTo(sf.Type).Implements(textUnmarshaler):
 			kind = fieldText
 		case sf.Type.Kind() == reflect.String:
 			kind = fieldString

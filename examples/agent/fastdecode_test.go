@@ -1,10 +1,13 @@
 package main
 
 import (
+	"math/rand/v2"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // checkDirect fails t unless decodeBlockDirect either declines data or
@@ -19,14 +22,66 @@ func checkDirect(t *testing.T, data []byte) bool {
 		}
 		return false
 	}
-	want := desiredFile{objects: map[string][]any{}, lines: map[string][]int{}}
-	if err := decodeYAMLNodes(data, &want); err != nil {
-		t.Fatalf("decoded what the nodes' path rejects (%v):\n%s", err, data)
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("decoded\n%#v\nthe nodes' path\n%#v\nin:\n%s", got, want, data)
+	// The nodes' path, and the library's parse alone (not the line walker
+	// both fast paths share).
+	var doc yaml.Node
+	for _, nodes := range []func([]byte, *desiredFile) error{decodeYAMLNodes, func(data []byte, f *desiredFile) error {
+		if err := yaml.Unmarshal(data, &doc); err != nil {
+			return err
+		}
+		return decodeYAMLDoc(&doc, f)
+	}} {
+		want := desiredFile{objects: map[string][]any{}, lines: map[string][]int{}}
+		if err := nodes(data, &want); err != nil {
+			t.Fatalf("decoded what the nodes' path rejects (%v):\n%s", err, data)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("decoded\n%#v\nthe nodes' path\n%#v\nin:\n%s", got, want, data)
+		}
 	}
 	return true
+}
+
+// Random entries of known and wrong field names with values the library
+// reads in many ways (nulls, numbers of every base and shape, times,
+// quotes, indicators): whatever the direct decode takes, it takes as the
+// library does.
+func TestDecodeBlockDirectRandom(t *testing.T) {
+	fields := map[string][]string{
+		"routes":  {"prefix", "via", "dev", "type", "table", "metric", "status", "Prefix"},
+		"sysctls": {"name", "value"},
+		"rules":   {"table", "chain", "name", "priority", "spec"},
+	}
+	values := strings.Fields(`10.0.0.0/8 '10.0.0.0/8' "10.0.0.1" ::1 fe80::1 2001:db8::/32 1 -1 0 00 -0 +1 1_0 0x1f 0o7 0b1
+		1e3 1.5 .inf .nan true yes on y ~ null NULL Null nULL '' "" 'null' "~" a:b -x x- 2001-12-14 2001-12-14t21:59:43.10-05:00
+		123456789012345678 9223372036854775807 = << a'b "a'b" \n "\n" blackhole !x &a *a %x @x ` + "`x" + ` | > a#b x: ?x ,x
+		10.0.0.0/33 0.0.0.0/0 4294967296 99999999999999999999`)
+	rng := rand.New(rand.NewPCG(5, 6))
+	decoded := 0
+	for range 20_000 {
+		var b strings.Builder
+		keys := []string{"routes", "sysctls", "rules"}
+		rng.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
+		for _, k := range keys[:1+rng.IntN(2)] {
+			b.WriteString(k + ":\n")
+			for range 1 + rng.IntN(2) {
+				for j := range 1 + rng.IntN(3) {
+					if j == 0 {
+						b.WriteString("  - ")
+					} else {
+						b.WriteString("    ")
+					}
+					b.WriteString(fields[k][rng.IntN(len(fields[k]))] + ": " + values[rng.IntN(len(values))] + "\n")
+				}
+			}
+		}
+		if checkDirect(t, []byte(b.String())) {
+			decoded++
+		}
+	}
+	if decoded < 500 {
+		t.Errorf("only %d of 20,000 random files decoded directly: the test tries too little", decoded)
+	}
 }
 
 // The direct decode reads the sample and generated files as the nodes'

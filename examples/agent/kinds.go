@@ -117,10 +117,10 @@ type agentKind interface {
 	// decodeYAML and decodeJSON read the kind's list of a desired file;
 	// each error says where (LINE: KIND[i].FIELD: problem).
 	decodeYAML(node *yaml.Node) (objs []any, lines []int, err error)
+	decodeJSON(data json.RawMessage) ([]any, error)
 	// directList decodes the kind's entries of a file of the block shape
 	// without nodes (see fastdecode.go).
 	directList() directList
-	decodeJSON(data json.RawMessage) ([]any, error)
 	// validate checks the entries and finds duplicates ("line 7:
 	// routes[2]: ...", with lines, each entry's line, if known).
 	validate(objs []any, lines []int) []error
