@@ -77,8 +77,8 @@ lint:
 # the summary and the targets, draws the plots and regenerates the tables of
 # BENCHMARKS.md. It fails only if a benchmark failed; bench-check fails when
 # a headline target is missed. BENCHTIME and BENCHCOUNT (medians are taken)
-# tune the run; about 15 minutes with the defaults on 2 cores, 45 with
-# BENCHCOUNT=3 (the published figures), about 75 with BENCHCOUNT=5.
+# tune the run; about 20 minutes with the defaults on 2 cores, 50 with
+# BENCHCOUNT=3, about 80 with BENCHCOUNT=5 (the published figures).
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 1
 BENCH_RESULTS ?= benchmarks/results/latest.txt

@@ -177,29 +177,7 @@ func (m *Multi[In]) relist(ctx context.Context, reason string) error {
 	}
 	m.cfg.Metrics.Relisted(m.cfg.Name, reason)
 	start := time.Now()
-	// The latest of each key, the older first (the latest write of a
-	// primary key wins).
-	slices.SortStableFunc(items, func(a, b Item[In]) int {
-		return cmp.Or(cmp.Compare(a.Revision, b.Revision), cmp.Compare(a.Key, b.Key))
-	})
-	listed := make(map[tableKey]int, len(items))
-	for i, it := range items {
-		listed[tableKey{m.tableOf(it.Table), it.Key}] = i
-	}
-	// Deletes of what is gone first, then the list.
-	var evs []Event[In]
-	for _, f := range m.fills {
-		for key := range f.known() {
-			if _, ok := listed[tableKey{f.name(), key}]; !ok {
-				evs = append(evs, Event[In]{Kind: Delete, Table: f.name(), Key: key, Revision: rev})
-			}
-		}
-	}
-	for i, it := range items {
-		if listed[tableKey{m.tableOf(it.Table), it.Key}] == i {
-			evs = append(evs, Event[In]{Kind: Put, Table: it.Table, Key: it.Key, Value: it.Value, Revision: rev})
-		}
-	}
+	evs := m.listEvents(items, rev)
 	m.pend.reset(rev)
 	m.commit(evs, start, true)
 	m.lists++
@@ -211,6 +189,57 @@ func (m *Multi[In]) relist(ctx context.Context, reason string) error {
 		m.cfg.Logger.Info("Relisted the source", "reason", reason, "objects", len(items), "revision", rev)
 	}
 	return nil
+}
+
+// listEvents returns the events that make the tables hold items, a list
+// at revision rev: Deletes of the keys the tables hold that items lack,
+// then a Put of each key's latest item (the one of highest revision, the
+// last of those in items' order), in revision order (the latest write of a
+// primary key wins): in table and key order when items are of one
+// revision, else each revision's in key order. It sorts items; a list
+// already in table and key order, all of one revision (a file's), is only
+// checked, not sorted, nor does it need a map of its keys.
+func (m *Multi[In]) listEvents(items []Item[In], rev uint64) []Event[In] {
+	byKey := func(a, b Item[In]) int {
+		return cmp.Or(cmp.Compare(m.tableOf(a.Table), m.tableOf(b.Table)), cmp.Compare(a.Key, b.Key), cmp.Compare(a.Revision, b.Revision))
+	}
+	if !slices.IsSortedFunc(items, byKey) {
+		slices.SortStableFunc(items, byKey)
+	}
+	// The latest of each key: the last of its run.
+	latest := items[:0] // compacted in place
+	oneRevision := true
+	for i, it := range items {
+		if i+1 < len(items) && m.tableOf(items[i+1].Table) == m.tableOf(it.Table) && items[i+1].Key == it.Key {
+			continue
+		}
+		oneRevision = oneRevision && (len(latest) == 0 || it.Revision == latest[0].Revision)
+		latest = append(latest, it)
+	}
+	listed := func(table, key string) bool {
+		_, found := slices.BinarySearchFunc(latest, tableKey{table, key}, func(it Item[In], k tableKey) int {
+			return cmp.Or(cmp.Compare(m.tableOf(it.Table), k.table), cmp.Compare(it.Key, k.key))
+		})
+		return found
+	}
+	var evs []Event[In]
+	for _, f := range m.fills {
+		for key := range f.known() {
+			if !listed(f.name(), key) {
+				evs = append(evs, Event[In]{Kind: Delete, Table: f.name(), Key: key, Revision: rev})
+			}
+		}
+	}
+	if !oneRevision {
+		slices.SortStableFunc(latest, func(a, b Item[In]) int {
+			return cmp.Or(cmp.Compare(a.Revision, b.Revision), cmp.Compare(a.Key, b.Key))
+		})
+	}
+	evs = slices.Grow(evs, len(latest))
+	for _, it := range latest {
+		evs = append(evs, Event[In]{Kind: Put, Table: it.Table, Key: it.Key, Value: it.Value, Revision: rev})
+	}
+	return evs
 }
 
 // tableOf is the name of the fill an event or item of table goes to.

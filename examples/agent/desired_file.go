@@ -70,7 +70,19 @@ func decodeDesired(path string, data []byte) (*desiredFile, error) {
 
 // decodeYAML decodes a YAML desired file entry by entry, so that each
 // error says where, as LINE: KIND[i].FIELD: problem, and names no Go type.
+// A file of the block shape whose every entry decodes is read straight
+// into its objects (decodeBlockDirect); any other file, and any error,
+// through the library's nodes.
 func decodeYAML(path string, data []byte, f *desiredFile) error {
+	if decodeBlockDirect(data, f) {
+		return nil
+	}
+	return decodeYAMLNodes(data, f)
+}
+
+// decodeYAMLNodes is decodeYAML through the library's nodes (made by
+// parseBlockYAML when the file is of its shape).
+func decodeYAMLNodes(data []byte, f *desiredFile) error {
 	doc, ok := parseBlockYAML(data)
 	if !ok {
 		doc = &yaml.Node{}
@@ -78,6 +90,11 @@ func decodeYAML(path string, data []byte, f *desiredFile) error {
 			return err
 		}
 	}
+	return decodeYAMLDoc(doc, f)
+}
+
+// decodeYAMLDoc decodes a YAML desired file's document node.
+func decodeYAMLDoc(doc *yaml.Node, f *desiredFile) error {
 	if len(doc.Content) == 0 {
 		return nil
 	}
@@ -176,19 +193,25 @@ func yamlFields[T any]() []string {
 	var names []string
 	rt := reflect.TypeFor[T]()
 	for i := range rt.NumField() {
-		sf := rt.Field(i)
-		if !sf.IsExported() {
-			continue
-		}
-		name, _, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
-		if name == "" {
-			name = strings.ToLower(sf.Name)
-		}
-		if name != "-" && name != "status" {
+		if name, ok := yamlName(rt.Field(i)); ok {
 			names = append(names, name)
 		}
 	}
 	return names
+}
+
+// yamlName is the name of a struct field in a desired entry (the yaml
+// tag's name, else the lower-cased field name), or false for a field an
+// entry does not set: unexported, "-", or the status.
+func yamlName(sf reflect.StructField) (string, bool) {
+	if !sf.IsExported() {
+		return "", false
+	}
+	name, _, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
+	if name == "" {
+		name = strings.ToLower(sf.Name)
+	}
+	return name, name != "-" && name != "status"
 }
 
 // yamlMessage is err without yaml's "unmarshal errors" framing and Go type

@@ -29,18 +29,32 @@ import (
 // file must be printable ASCII. Every top-level key has at least one
 // item.
 
-// parseBlockYAML returns the document node of data as yaml.Unmarshal
-// makes it, or ok false when data is not of the shape above.
-func parseBlockYAML(data []byte) (doc *yaml.Node, ok bool) {
+// blockVisitor takes the parts of a file of the shape above, in order,
+// from walkBlockYAML; each returns false to stop the walk (the file is
+// then declined).
+type blockVisitor interface {
+	// key is a top-level key, on line n.
+	key(key []byte, n int) bool
+	// item starts an item of the current key's sequence on line n, whose
+	// dash is at column dash and its fields at column field (0-based);
+	// first says it is the sequence's first.
+	item(n, dash, field int, first bool) bool
+	// field is a field of the current item, on line n: its key at column
+	// col, its scalar's text (quotes dropped) and style at column vcol.
+	field(key, value []byte, style yaml.Style, n, col, vcol int) bool
+}
+
+// walkBlockYAML walks data, a file of the shape above, through v, and
+// reports whether data was of the shape (and v took all of it).
+func walkBlockYAML(data []byte, v blockVisitor) bool {
 	for _, c := range data {
 		if (c < 0x20 || c > 0x7e) && c != '\n' {
-			return nil, false
+			return false
 		}
 	}
-	var a nodeArena
-	top := a.node(yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"})
-	var seq, item *yaml.Node
+	keys, items := 0, -1  // the top-level keys; the current key's items (-1 before the first key)
 	dash, field := -1, -1 // columns (0-based) of the current sequence's dashes, of its item's fields
+	inItem := false
 	for n := 1; len(data) > 0; n++ {
 		l := data
 		if i := bytes.IndexByte(data, '\n'); i >= 0 {
@@ -54,67 +68,103 @@ func parseBlockYAML(data []byte) (doc *yaml.Node, ok bool) {
 			// Blank, or a comment.
 		case indent == 0 && rest[0] != '-':
 			// A top-level key, alone on its line.
-			key, after, ok := splitKey(rest)
-			if !ok || len(bytes.TrimRight(after, " ")) > 0 || (seq != nil && len(seq.Content) == 0) {
-				return nil, false
+			i := keyLen(rest)
+			if i < 0 || len(bytes.TrimRight(rest[i+1:], " ")) > 0 || items == 0 || !v.key(rest[:i], n) {
+				return false
 			}
-			if len(top.Content) == 0 {
-				top.Line, top.Column = n, 1
-			}
-			seq = a.node(yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"})
-			top.Content = append(top.Content, a.scalar(key, 0, n, 1), seq)
-			dash, item = -1, nil
+			keys, items, dash, inItem = keys+1, 0, -1, false
 		case rest[0] == '-':
 			// An item of the current sequence: "- FIELD: SCALAR".
-			if seq == nil || len(rest) < 2 || rest[1] != ' ' || dash >= 0 && indent != dash {
-				return nil, false
+			if items < 0 || len(rest) < 2 || rest[1] != ' ' || dash >= 0 && indent != dash {
+				return false
 			}
 			f := indent + 2
 			for f < len(l) && l[f] == ' ' {
 				f++
 			}
 			if f == len(l) || l[f] == '-' || l[f] == '#' {
-				return nil, false
+				return false
 			}
-			if dash < 0 {
-				dash = indent
-				seq.Line, seq.Column = n, indent+1
-			}
-			field = f
-			item = a.node(yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: n, Column: f + 1, Content: a.content()})
-			seq.Content = append(seq.Content, item)
-			if !a.addField(item, l, n, f) {
-				return nil, false
+			first := dash < 0
+			dash, field, inItem = indent, f, true
+			items++
+			if !v.item(n, dash, field, first) || !walkField(v, l, n, field) {
+				return false
 			}
 		default:
 			// Another field of the current item, under its first.
-			if item == nil || indent != field || !a.addField(item, l, n, field) {
-				return nil, false
+			if !inItem || indent != field || !walkField(v, l, n, field) {
+				return false
 			}
 		}
 	}
-	if len(top.Content) == 0 || len(seq.Content) == 0 {
-		return nil, false
-	}
-	return &yaml.Node{Kind: yaml.DocumentNode, Line: top.Line, Column: 1, Content: []*yaml.Node{top}}, true
+	return keys > 0 && items > 0
 }
 
-// addField adds the field "FIELD: SCALAR" that starts at column col of
-// line l (number n) to item.
-func (a *nodeArena) addField(item *yaml.Node, l []byte, n, col int) bool {
-	key, after, ok := splitKey(l[col:])
-	if !ok || len(after) < 2 || after[0] != ' ' {
+// walkField gives v the field "FIELD: SCALAR" that starts at column col
+// of line l (number n).
+func walkField(v blockVisitor, l []byte, n, col int) bool {
+	i := keyLen(l[col:])
+	if i < 0 {
 		return false
 	}
-	vcol := col + len(key) + 2
+	key, after := l[col:col+i], l[col+i+1:]
+	if len(after) < 2 || after[0] != ' ' {
+		return false
+	}
+	vcol := col + i + 2
 	for vcol < len(l) && l[vcol] == ' ' {
 		vcol++
 	}
-	value, style, ok := scalar(bytes.TrimRight(l[vcol:], " "))
+	b := bytes.TrimRight(l[vcol:], " ")
+	style, ok := scalarShape(b)
 	if !ok {
 		return false
 	}
-	item.Content = append(item.Content, a.scalar(key, 0, n, col+1), a.scalar(value, style, n, vcol+1))
+	if style != 0 {
+		b = b[1 : len(b)-1]
+	}
+	return v.field(key, b, style, n, col, vcol)
+}
+
+// parseBlockYAML returns the document node of data as yaml.Unmarshal
+// makes it, or ok false when data is not of the shape above.
+func parseBlockYAML(data []byte) (doc *yaml.Node, ok bool) {
+	b := &nodeBuilder{}
+	b.top = b.a.node(yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"})
+	if !walkBlockYAML(data, b) {
+		return nil, false
+	}
+	return &yaml.Node{Kind: yaml.DocumentNode, Line: b.top.Line, Column: 1, Content: []*yaml.Node{b.top}}, true
+}
+
+// nodeBuilder is the blockVisitor that makes the library's nodes.
+type nodeBuilder struct {
+	a        nodeArena
+	top      *yaml.Node
+	seq, cur *yaml.Node // the current sequence and item
+}
+
+func (b *nodeBuilder) key(key []byte, n int) bool {
+	if len(b.top.Content) == 0 {
+		b.top.Line, b.top.Column = n, 1
+	}
+	b.seq = b.a.node(yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"})
+	b.top.Content = append(b.top.Content, b.a.scalar(string(key), 0, n, 1), b.seq)
+	return true
+}
+
+func (b *nodeBuilder) item(n, dash, field int, first bool) bool {
+	if first {
+		b.seq.Line, b.seq.Column = n, dash+1
+	}
+	b.cur = b.a.node(yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: n, Column: field + 1, Content: b.a.content()})
+	b.seq.Content = append(b.seq.Content, b.cur)
+	return true
+}
+
+func (b *nodeBuilder) field(key, value []byte, style yaml.Style, n, col, vcol int) bool {
+	b.cur.Content = append(b.cur.Content, b.a.scalar(string(key), 0, n, col+1), b.a.scalar(string(value), style, n, vcol+1))
 	return true
 }
 
@@ -141,17 +191,6 @@ func keyLen(b []byte) int {
 		return -1
 	}
 	return i
-}
-
-// scalar reads a one-line scalar of the shape: its value and style.
-func scalar(b []byte) (value string, style yaml.Style, ok bool) {
-	if style, ok = scalarShape(b); !ok {
-		return "", 0, false
-	}
-	if style != 0 {
-		return string(b[1 : len(b)-1]), style, true
-	}
-	return string(b), 0, true
 }
 
 // scalarShape tells whether b is a one-line scalar of the shape, and its

@@ -184,7 +184,11 @@ func TestEntryCacheBrokenLine(t *testing.T) {
 	}
 	sameDecode(t, c, bad)
 	// And the good version after it still decodes from the cache.
+	served := c.served
 	sameDecode(t, c, data)
+	if c.served != served+1 {
+		t.Error("the good version after the broken one was not decoded from the cache")
+	}
 }
 
 // BenchmarkDecodeEdit decodes one-route edits of a desired file of 50,000

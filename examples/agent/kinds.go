@@ -118,6 +118,9 @@ type agentKind interface {
 	// each error says where (LINE: KIND[i].FIELD: problem).
 	decodeYAML(node *yaml.Node) (objs []any, lines []int, err error)
 	decodeJSON(data json.RawMessage) ([]any, error)
+	// directList decodes the kind's entries of a file of the block shape
+	// without nodes (see fastdecode.go).
+	directList() directList
 	// validate checks the entries and finds duplicates ("line 7:
 	// routes[2]: ...", with lines, each entry's line, if known).
 	validate(objs []any, lines []int) []error
@@ -167,6 +170,8 @@ func (k kindOf[T, PT]) decodeYAML(node *yaml.Node) ([]any, []int, error) {
 	objs, lines, err := decodeList[T](k.file, node)
 	return anys(objs), lines, err
 }
+
+func (k kindOf[T, PT]) directList() directList { return newDirectList[T]() }
 
 func (k kindOf[T, PT]) decodeJSON(data json.RawMessage) ([]any, error) {
 	var objs []*T

@@ -129,13 +129,20 @@ func newStateRecord(cfg AgentConfig, lc cell.Lifecycle, log *slog.Logger) *state
 	return s
 }
 
+// stateMmapSize is the address space the record maps at once: a record
+// that grows (a first start writes 60,000 objects in their first rounds)
+// is mapped again at each doubling, a copy of its page tables and faults
+// again on every page, unless the mapping already covers it. Only address
+// space: pages are resident as they are read or written.
+const stateMmapSize = 256 << 20
+
 // openState opens (creating) dir/agent.db.
 func openState(dir string) (*stateRecord, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("--state-dir %s: %w", dir, err)
 	}
 	path := filepath.Join(dir, "agent.db")
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: stateOpenTimeout})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: stateOpenTimeout, InitialMmapSize: stateMmapSize})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("--state-dir %s: %w (%s stayed locked for %v)", dir, errStateBusy, path, stateOpenTimeout)
 	}

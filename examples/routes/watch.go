@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -71,7 +72,16 @@ type watched struct {
 	dev       map[RouteKey]string              // the Dev of each route that names one
 	byDev     map[string]map[RouteKey]struct{} // the inverse of dev
 	via       map[RouteKey]struct{}            // routes with a next hop
-	installed map[RouteKey]kroute              // the target's routes as it wrote them
+	installed map[RouteKey]ownRoute            // the target's routes as it wrote them
+}
+
+// ownRoute is what sameRoute compares of a route the target wrote,
+// without its identity (the map's key): 32 bytes, not a kroute's 96, for
+// each of a large table's routes.
+type ownRoute struct {
+	typ uint8
+	oif int32
+	via netip.Addr
 }
 
 // expecting makes room for n more routes that expect records (a large
@@ -80,7 +90,7 @@ func (w *watched) expecting(n int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.installed == nil || n > len(w.installed) {
-		grown := make(map[RouteKey]kroute, len(w.installed)+n)
+		grown := make(map[RouteKey]ownRoute, len(w.installed)+n)
 		maps.Copy(grown, w.installed)
 		w.installed = grown
 	}
@@ -92,9 +102,9 @@ func (w *watched) expect(kr kroute) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.installed == nil {
-		w.installed = map[RouteKey]kroute{}
+		w.installed = map[RouteKey]ownRoute{}
 	}
-	w.installed[kr.key] = kr
+	w.installed[kr.key] = ownRoute{typ: kr.typ, oif: int32(kr.oif), via: kr.via}
 }
 
 // unexpect forgets what expect recorded for k.
@@ -109,8 +119,8 @@ func (w *watched) unexpect(k RouteKey) {
 func (w *watched) own(r kernelRoute) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	kr, ok := w.installed[r.key]
-	return ok && sameRoute(r, &kr)
+	o, ok := w.installed[r.key]
+	return ok && sameRoute(r, &kroute{key: r.key, typ: o.typ, via: o.via, oif: int(o.oif)})
 }
 
 // track records r (about to be applied or planned) for the watch.

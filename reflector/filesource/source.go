@@ -92,6 +92,9 @@ type Source[In any] struct {
 	gen     uint64                // the stamp of the version take compares
 	lastSum [sha256.Size]byte     // the last version read, good or bad
 	lastErr string                // the last problem reported
+	// first is the first good version in key order, until List takes it:
+	// its diff sorted it already.
+	first []reflector.Item[In]
 	// epoch counts the Lists and Watches: only the latest may take a new
 	// version, so that a watch that is ending never takes one it cannot
 	// send any more.
@@ -167,6 +170,12 @@ func (s *Source[In]) List(ctx context.Context) ([]reflector.Item[In], uint64, er
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if first := s.first; first != nil {
+		s.first = nil
+		if len(first) == len(s.items) && s.rev == 1 {
+			return first, s.rev, nil
+		}
+	}
 	items := make([]reflector.Item[In], 0, len(s.items))
 	for _, sl := range s.items {
 		items = append(items, sl.item)
@@ -290,21 +299,13 @@ func (s *Source[In]) diff(path string, items []reflector.Item[In]) (change, erro
 	s.gen++
 	var c change
 	var twice []int // into items
-	var added map[itemKey]bool
-	matched := 0
+	matched, added := 0, 0
 	for i, it := range items {
 		k := itemKey{it.Table, it.Key}
 		sl, ok := s.items[k]
 		switch {
 		case !ok:
-			if added == nil {
-				added = map[itemKey]bool{}
-			}
-			if added[k] {
-				twice = append(twice, i)
-				continue
-			}
-			added[k] = true
+			added++
 			c.put = append(c.put, i)
 		case sl.seen == s.gen:
 			twice = append(twice, i)
@@ -316,13 +317,6 @@ func (s *Source[In]) diff(path string, items []reflector.Item[In]) (change, erro
 			}
 		}
 	}
-	if len(twice) > 0 {
-		errs := make([]error, len(twice))
-		for j, i := range twice {
-			errs[j] = fmt.Errorf("%s: %s %q given twice", path, cmp.Or(items[i].Table, "key"), items[i].Key)
-		}
-		return change{}, errors.Join(errs...)
-	}
 	if matched < len(s.items) {
 		for k, sl := range s.items {
 			if sl.seen != s.gen {
@@ -331,9 +325,30 @@ func (s *Source[In]) diff(path string, items []reflector.Item[In]) (change, erro
 		}
 		slices.SortFunc(c.deleted, compareKeys)
 	}
+	// In key order, a key given twice is next to itself, its first (in
+	// file order) first.
 	slices.SortFunc(c.put, func(i, j int) int {
-		return compareKeys(itemKey{items[i].Table, items[i].Key}, itemKey{items[j].Table, items[j].Key})
+		return cmp.Or(compareKeys(itemKey{items[i].Table, items[i].Key}, itemKey{items[j].Table, items[j].Key}), cmp.Compare(i, j))
 	})
+	if added > 1 {
+		put := c.put[:0]
+		for n, i := range c.put {
+			if n > 0 && items[put[len(put)-1]].Table == items[i].Table && items[put[len(put)-1]].Key == items[i].Key {
+				twice = append(twice, i) // both new: a key seen before is not added
+				continue
+			}
+			put = append(put, i)
+		}
+		c.put = put
+	}
+	if len(twice) > 0 {
+		slices.Sort(twice)
+		errs := make([]error, len(twice))
+		for j, i := range twice {
+			errs[j] = fmt.Errorf("%s: %s %q given twice", path, cmp.Or(items[i].Table, "key"), items[i].Key)
+		}
+		return change{}, errors.Join(errs...)
+	}
 	return c, nil
 }
 
@@ -345,6 +360,10 @@ func (s *Source[In]) diff(path string, items []reflector.Item[In]) (change, erro
 func (s *Source[In]) take(items []reflector.Item[In], c change) ([]reflector.Event[In], uint64, bool) {
 	if s.items == nil {
 		s.items = make(map[itemKey]*slot[In], len(c.put))
+		s.first = make([]reflector.Item[In], len(c.put))
+		for n, i := range c.put {
+			s.first[n] = items[i]
+		}
 	}
 	evs := make([]reflector.Event[In], 0, len(c.deleted)+len(c.put))
 	for _, k := range c.deleted {

@@ -58,7 +58,7 @@ BenchmarkColdStart/routes=10000/rules=2000-2   1   500000000 ns/op   0.30 cold-s
 BenchmarkColdStart/routes=50000/rules=10000-2   1   2000000000 ns/op   1.5 cold-s   1.6 tools-s   0.94 x-tools   190 vmhwm-MB
 BenchmarkRestart/routes=10000/rules=2000-2   1   300000000 ns/op   0.35 cold-s   0.2 restart-s   80 vmhwm-MB
 BenchmarkRestart/routes=50000/rules=10000-2   1   2000000000 ns/op   1.5 cold-s   0.9 restart-s   190 vmhwm-MB
-BenchmarkEdit/routes=50000/rules=10000-2   20   120000000 ns/op   63 edit-ms   167 edit-max-ms
+BenchmarkEdit/routes=50000/rules=10000-2   20   120000000 ns/op   63 edit-ms   167 edit-max-ms   81 edit-first-ms
 BenchmarkRefreshPass/routes=50000/rules=10000-2   20   508000000 ns/op   0.43 refresh-pass-s   0.38 routes-s   0.43 rules-s
 PASS
 `
