@@ -78,11 +78,8 @@ func walkBlockYAML(data []byte, v blockVisitor) bool {
 			if items < 0 || len(rest) < 2 || rest[1] != ' ' || dash >= 0 && indent != dash {
 				return false
 			}
-			f := indent + 2
-			for f < len(l) && l[f] == ' ' {
-				f++
-			}
-			if f == len(l) || l[f] == '-' || l[f] == '#' {
+			f, ok := itemField(l, indent)
+			if !ok {
 				return false
 			}
 			first := dash < 0
@@ -101,30 +98,47 @@ func walkBlockYAML(data []byte, v blockVisitor) bool {
 	return keys > 0 && items > 0
 }
 
+// itemField returns the column of the first field of l, an item's line
+// ("- FIELD: SCALAR", its dash at column indent).
+func itemField(l []byte, indent int) (int, bool) {
+	f := indent + 2
+	for f < len(l) && l[f] == ' ' {
+		f++
+	}
+	return f, f < len(l) && l[f] != '-' && l[f] != '#'
+}
+
 // walkField gives v the field "FIELD: SCALAR" that starts at column col
 // of line l (number n).
 func walkField(v blockVisitor, l []byte, n, col int) bool {
+	key, value, style, vcol, ok := splitField(l, col)
+	return ok && v.field(key, value, style, n, col, vcol)
+}
+
+// splitField splits the field "FIELD: SCALAR" that starts at column col
+// of line l into its key and its scalar's text (quotes dropped), style
+// and column, or reports false when it is not of the shape.
+func splitField(l []byte, col int) (key, value []byte, style yaml.Style, vcol int, ok bool) {
 	i := keyLen(l[col:])
 	if i < 0 {
-		return false
+		return nil, nil, 0, 0, false
 	}
 	key, after := l[col:col+i], l[col+i+1:]
 	if len(after) < 2 || after[0] != ' ' {
-		return false
+		return nil, nil, 0, 0, false
 	}
-	vcol := col + i + 2
+	vcol = col + i + 2
 	for vcol < len(l) && l[vcol] == ' ' {
 		vcol++
 	}
-	b := bytes.TrimRight(l[vcol:], " ")
-	style, ok := scalarShape(b)
-	if !ok {
-		return false
+	value = bytes.TrimRight(l[vcol:], " ")
+	if style, ok = scalarShape(value); !ok {
+		return nil, nil, 0, 0, false
 	}
 	if style != 0 {
-		b = b[1 : len(b)-1]
+		value = value[1 : len(value)-1]
 	}
-	return v.field(key, b, style, n, col, vcol)
+	return key, value, style, vcol, true
 }
 
 // parseBlockYAML returns the document node of data as yaml.Unmarshal

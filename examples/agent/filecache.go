@@ -331,38 +331,17 @@ func entryShape(text []byte) bool {
 			if len(rest) < 2 || rest[0] != '-' || rest[1] != ' ' {
 				return false
 			}
-			f := indent + 2
-			for f < len(l) && l[f] == ' ' {
-				f++
-			}
-			if f == len(l) || l[f] == '-' || l[f] == '#' {
+			f, ok := itemField(l, indent)
+			if !ok {
 				return false
 			}
 			field = f
 		} else if indent != field || len(rest) > 0 && rest[0] == '-' {
 			return false
 		}
-		if !fieldShape(l, field) {
+		if _, _, _, _, ok := splitField(l, field); !ok {
 			return false
 		}
 	}
 	return field >= 0
-}
-
-// fieldShape is addField's check of the field at column col of line l,
-// without making nodes.
-func fieldShape(l []byte, col int) bool {
-	n := keyLen(l[col:])
-	if n < 0 {
-		return false
-	}
-	if after := l[col+n+1:]; len(after) < 2 || after[0] != ' ' {
-		return false
-	}
-	vcol := col + n + 2
-	for vcol < len(l) && l[vcol] == ' ' {
-		vcol++
-	}
-	_, ok := scalarShape(bytes.TrimRight(l[vcol:], " "))
-	return ok
 }
