@@ -15,6 +15,14 @@ import (
 	"github.com/steadystate/steadystate/reflector"
 )
 
+// MarksRevisions says that Watch ends the events of each watch response
+// with a Progress at its last revision (reflector.RevisionMarker): etcd
+// sends a revision whole within one response, so the reflector never
+// takes quiet as the end of one.
+func (s *Source) MarksRevisions() bool { return true }
+
+var _ reflector.RevisionMarker = (*Source)(nil)
+
 // Watch streams the changes of every table's scopes after revision after,
 // in revision order: one etcd watch over the tables' keys (other nodes'
 // scopes are dropped here, which costs each node their traffic, but a

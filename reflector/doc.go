@@ -50,7 +50,11 @@
 //     listens: the time it spends committing does not count, and an event
 //     ready when the timer fires goes first. A source that breaks the
 //     contract (an event of a revision already taken as whole by quiet)
-//     makes the reflector list again, so that nothing is lost.
+//     makes the reflector list again, so that nothing is lost. A source
+//     that marks the end of every revision with a Progress says so
+//     (RevisionMarker: the file and etcd sources do), and then quiet
+//     never ends a revision: however long its process is starved within
+//     one, no part of a revision is taken as whole.
 //
 // A Progress, or a batch of BatchSize events of whole revisions, is
 // committed at once; otherwise the events of whole revisions wait at most

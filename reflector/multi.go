@@ -25,6 +25,7 @@ type Multi[In any] struct {
 	byName map[string]filler[In]
 	metas  []statedb.TableMeta
 	single bool // a Reflector's: every event and item goes to fills[0]
+	marked bool // the source marks the end of each revision (RevisionMarker)
 
 	// Run's state.
 	lists   int // lists committed
@@ -66,6 +67,9 @@ func newMulti[In any](db *statedb.DB, cfg MultiConfig[In], single bool) (*Multi[
 	}
 	cfg.Logger = cfg.Logger.With("reflector", cfg.Name)
 	m := &Multi[In]{db: db, cfg: cfg, byName: map[string]filler[In]{}, single: single, moved: make(chan struct{})}
+	if rm, ok := cfg.Source.(RevisionMarker); ok {
+		m.marked = rm.MarksRevisions()
+	}
 	seen := map[statedb.TableMeta]string{}
 	for _, spec := range cfg.Tables {
 		if spec == nil {
@@ -268,7 +272,7 @@ func (m *Multi[In]) watch(ctx context.Context) (string, error) {
 	armed := false
 	rearm := func() {
 		timer.Stop()
-		d, ok := m.pend.deadline(interval)
+		d, ok := m.pend.deadline(interval, !m.marked)
 		if armed = ok; ok {
 			timer.Reset(time.Until(d))
 		}
@@ -342,7 +346,9 @@ func (m *Multi[In]) watch(ctx context.Context) (string, error) {
 			default:
 			}
 			now := time.Now()
-			m.pend.expire(now, interval)
+			if !m.marked {
+				m.pend.expire(now, interval)
+			}
 			if m.pend.due(now, interval) {
 				m.flush()
 			}

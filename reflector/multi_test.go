@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -217,6 +218,7 @@ type multiFixture struct {
 	tables map[string]statedb.RWTable[*obj]
 	multi  *reflector.Multi[int]
 	health *reconcilertest.Health
+	paused *warnCounter // the reflector's log, counting its warnings of a source that paused within a revision
 }
 
 // commitHook calls a function after each commit of a reflector, from its
@@ -229,7 +231,8 @@ type commitHook struct {
 func (h *commitHook) BatchCommitted(string, int, time.Duration) { h.after() }
 
 func newMultiFixture(t testing.TB, src reflector.Source[int], batchSize int, interval time.Duration, metrics reflector.Metrics) *multiFixture {
-	f := &multiFixture{db: statedb.New(), tables: map[string]statedb.RWTable[*obj]{}, health: &reconcilertest.Health{}}
+	f := &multiFixture{db: statedb.New(), tables: map[string]statedb.RWTable[*obj]{}, health: &reconcilertest.Health{},
+		paused: &warnCounter{Handler: slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}), match: "The source paused within a revision"}}
 	var specs []reflector.TableSpec[int]
 	for _, name := range multiTables {
 		tbl, err := statedb.NewTable(f.db, name, nameIndex)
@@ -249,13 +252,27 @@ func newMultiFixture(t testing.TB, src reflector.Source[int], batchSize int, int
 		BatchSize: batchSize, BatchInterval: interval,
 		RetryBackoffMin: time.Millisecond, RetryBackoffMax: 5 * time.Millisecond,
 		Metrics: metrics, Health: f.health,
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger: slog.New(f.paused),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.multi = m
 	return f
+}
+
+// warnCounter counts the records whose message starts with match.
+type warnCounter struct {
+	slog.Handler
+	match string
+	n     atomic.Int64
+}
+
+func (h *warnCounter) Handle(ctx context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, h.match) {
+		h.n.Add(1)
+	}
+	return h.Handler.Handle(ctx, r)
 }
 
 func (f *multiFixture) run(t *testing.T) {
@@ -409,6 +426,17 @@ func TestMultiModel(t *testing.T) {
 			}
 			close(stop)
 			wg.Wait()
+			// The quick seeds' source does not mark its revisions: a
+			// pause of it within a revision longer than the interval (its
+			// goroutine starved on a loaded machine) lets the reflector
+			// take part of the revision as whole, by the documented rule,
+			// until the rest comes late and it lists again. The reflector
+			// warns of each; a torn state is forgiven only in a run that
+			// had one.
+			if n := f.paused.n.Load(); failure != nil && quick && n > 0 {
+				t.Logf("a torn state forgiven: the source paused within a revision %d times (%v)", n, failure)
+				failure = nil
+			}
 			if failure != nil {
 				t.Fatal(failure)
 			}

@@ -104,15 +104,15 @@ func (p *pending[In]) due(now time.Time, interval time.Duration) bool {
 }
 
 // deadline is when a timer must next look at the batch: when the oldest
-// ready event has waited interval, or when the latest revision becomes
-// whole by quiet; false if nothing is pending.
-func (p *pending[In]) deadline(interval time.Duration) (time.Time, bool) {
+// ready event has waited interval, or (if quiet ends a revision) when the
+// latest revision becomes whole by quiet; false if nothing is pending.
+func (p *pending[In]) deadline(interval time.Duration, quiet bool) (time.Time, bool) {
 	var d time.Time
 	ok := false
 	if p.ready > 0 {
 		d, ok = p.events[0].at.Add(interval), true
 	}
-	if p.ready < len(p.events) {
+	if quiet && p.ready < len(p.events) {
 		if q := p.lastAt.Add(interval); !ok || q.Before(d) {
 			d, ok = q, true
 		}

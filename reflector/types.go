@@ -84,6 +84,18 @@ type Source[In any] interface {
 	Watch(ctx context.Context, after uint64) (<-chan Event[In], error)
 }
 
+// RevisionMarker is a Source that may say its Watch ends every revision
+// it sends with a Progress (at that revision or a later one) before it
+// waits for more. The reflector then takes only a Progress or a later
+// revision's event as the end of a revision, never BatchInterval of
+// quiet: a source slowed down within a revision (its process starved of
+// CPU for longer than BatchInterval) never has part of a revision
+// committed as whole. The file source and the etcd source mark their
+// revisions.
+type RevisionMarker interface {
+	MarksRevisions() bool
+}
+
 // Health is where the reflector reports its health; hive's cell.Health
 // satisfies it.
 type Health = reconciler.Health

@@ -219,6 +219,12 @@ func (s *Source[In]) Watch(ctx context.Context, after uint64) (<-chan reflector.
 	return out, nil
 }
 
+// MarksRevisions says that Watch ends each version's events with a
+// Progress at its revision (reflector.RevisionMarker).
+func (s *Source[In]) MarksRevisions() bool { return true }
+
+var _ reflector.RevisionMarker = (*Source[int])(nil)
+
 // begin starts a List or a Watch: the one before may no longer take a
 // version.
 func (s *Source[In]) begin() uint64 {
