@@ -45,12 +45,26 @@ func (r *reconciler[Obj]) incremental(ctx context.Context, changes statedb.Chang
 		worked = true
 		r.processRound(ctx, txn, round, false)
 	}
-	clear(round)
-	r.round = round[:0]
+	r.round = reuse(round)
 	if ctx.Err() == nil {
 		r.setReached(r.cfg.Table.Revision(txn))
 	}
 	return watch, worked
+}
+
+// keepRound is the largest round buffer kept for the next call: a burst's
+// larger one is given back, so that memory follows live data, not the
+// largest burst ever reconciled.
+const keepRound = DefaultIncrementalRoundSize
+
+// reuse returns round emptied for reuse, or nil if it is larger than
+// keepRound.
+func reuse[Obj any](round []work[Obj]) []work[Obj] {
+	if cap(round) > keepRound {
+		return nil
+	}
+	clear(round)
+	return round[:0]
 }
 
 // processRound applies a round to the target, on the executor's workers,
