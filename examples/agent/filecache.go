@@ -47,6 +47,17 @@ type entryCache[V any] struct {
 	names   map[nameKey]*cachedEntry[V]           // the same entries by table and name, once a version has new ones
 	size    int                                   // how many entries
 	served  int                                   // versions decoded from the cache (for tests)
+	// later says that whole decodes do not fill the cache until warm is
+	// called (fillLater); pending is then the latest of them, whose
+	// entries warm fills the cache with.
+	later   bool
+	pending *wholeDecode[V]
+}
+
+// wholeDecode is a file's data and the items of its whole decode.
+type wholeDecode[V any] struct {
+	data  []byte
+	items []reflector.Item[V]
 }
 
 // cachedEntry is an entry's item and the last decode that saw it.
@@ -80,9 +91,42 @@ func (c *entryCache[V]) decode(path string, data []byte) ([]reflector.Item[V], e
 	}
 	items, err := c.full(path, data)
 	if err == nil {
-		c.fill(data, sections, items)
+		if c.later {
+			c.entries, c.names, c.size = nil, nil, 0
+			c.pending = &wholeDecode[V]{data: data, items: items}
+		} else {
+			c.fill(data, sections, items)
+		}
 	}
 	return items, err
+}
+
+// fillLater makes the cache wait for warm before it fills with a whole
+// decode's entries: the agent's start decodes 60,000 entries and applies
+// them at its peak of memory, and the cache of them (about 10 MB at
+// 60,000 entries, and the garbage of making it) is not needed until the
+// first edit, so it is made once the agent is ready. An edit before then
+// is decoded whole.
+func (c *entryCache[V]) fillLater() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.later = true
+}
+
+// warm fills the cache with the entries of the latest whole decode, if it
+// waits, and from now on fills it at once.
+func (c *entryCache[V]) warm() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.later = false
+	p := c.pending
+	c.pending = nil
+	if p == nil {
+		return
+	}
+	if sections, ok := splitEntries(p.data, c.keys); ok {
+		c.fill(p.data, sections, p.items)
+	}
 }
 
 // fromCache decodes sections from the cache and the entries it lacks; ok
