@@ -52,6 +52,7 @@ type entryCache[V any] struct {
 	// entries warm fills the cache with.
 	later   bool
 	pending *wholeDecode[V]
+	decodes uint64 // calls of decode
 }
 
 // wholeDecode is a file's data and the items of its whole decode.
@@ -81,6 +82,7 @@ func newEntryCache[V any](keys []string, full func(path string, data []byte) ([]
 func (c *entryCache[V]) decode(path string, data []byte) ([]reflector.Item[V], error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.decodes++
 	sections, ok := splitEntries(data, c.keys)
 	if !ok {
 		return c.full(path, data)
@@ -114,18 +116,26 @@ func (c *entryCache[V]) fillLater() {
 }
 
 // warm fills the cache with the entries of the latest whole decode, if it
-// waits, and from now on fills it at once.
+// waits, and from now on fills it at once. The entries are made without
+// the lock: an edit meanwhile is not held up, and its own decode wins.
 func (c *entryCache[V]) warm() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.later = false
-	p := c.pending
+	p, at := c.pending, c.decodes
 	c.pending = nil
+	c.mu.Unlock()
 	if p == nil {
 		return
 	}
-	if sections, ok := splitEntries(p.data, c.keys); ok {
-		c.fill(p.data, sections, p.items)
+	sections, ok := splitEntries(p.data, c.keys)
+	if !ok {
+		return
+	}
+	entries, size := makeEntries(p.data, c.keys, sections, p.items)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.decodes == at {
+		c.entries, c.names, c.size = entries, nil, size
 	}
 }
 
@@ -228,29 +238,36 @@ func (c *entryCache[V]) fromCache(path string, sections [][]entryText) (items []
 // of 60,000 entries costs the map, not 120,000 allocations. (The index by
 // name waits for the first version with new entries.)
 func (c *entryCache[V]) fill(data []byte, sections [][]entryText, items []reflector.Item[V]) {
+	c.entries, c.size = makeEntries(data, c.keys, sections, items)
+	c.names = nil
+}
+
+// makeEntries returns the cache's entries (by top-level key of keys, by
+// entry text) of sections (of data), whose whole decode gave items, and
+// how many there are; nil when the file is not decoded entry by entry.
+// Their stamps are 0, older than any decode's.
+func makeEntries[V any](data []byte, keys []string, sections [][]entryText, items []reflector.Item[V]) (map[string]map[string]*cachedEntry[V], int) {
 	total := 0
 	for _, s := range sections {
 		total += len(s)
 	}
-	c.entries, c.names, c.size = nil, nil, 0
 	if total != len(items) {
-		return // not one item per entry: decode whole files
+		return nil, 0 // not one item per entry: decode whole files
 	}
 	for _, s := range sections {
 		for _, t := range s {
 			if !entryShape(t.b) {
-				return // not of the shape: decode whole files
+				return nil, 0 // not of the shape: decode whole files
 			}
 		}
 	}
-	c.gen++
 	all := string(data)
 	slab := make([]cachedEntry[V], total)
-	c.entries = make(map[string]map[string]*cachedEntry[V], len(c.keys))
+	entries := make(map[string]map[string]*cachedEntry[V], len(keys))
 	at := 0
 	for i, s := range sections {
 		known := make(map[string]*cachedEntry[V], len(s))
-		c.entries[c.keys[i]] = known
+		entries[keys[i]] = known
 		for _, t := range s {
 			var text string
 			if t.off >= 0 {
@@ -258,12 +275,12 @@ func (c *entryCache[V]) fill(data []byte, sections [][]entryText, items []reflec
 			} else {
 				text = string(t.b)
 			}
-			slab[at] = cachedEntry[V]{item: items[at], seen: c.gen}
+			slab[at] = cachedEntry[V]{item: items[at]}
 			known[text] = &slab[at]
 			at++
 		}
 	}
-	c.size = total
+	return entries, total
 }
 
 // entryText is an entry's text, and where it starts in the file (-1 when
