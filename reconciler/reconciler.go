@@ -63,6 +63,11 @@ type reconciler[Obj any] struct {
 	drift    driftState
 	health   healthState
 	round    []work[Obj] // reused buffer of the current round
+	// seen is the table revision the last incremental pass read up to,
+	// own that of the reconciler's last status write: the revisions past
+	// both are (at most) the changes of the next pass, the size its round
+	// buffer is made with.
+	seen, own statedb.Revision
 
 	pruneReq chan struct{} // Prune requests, buffered by one
 
