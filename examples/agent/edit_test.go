@@ -196,7 +196,8 @@ func BenchmarkEdit(b *testing.B) {
 			e := newEditNode(b, size[0], size[1])
 			// The first edit after the start is reported on its own
 			// (edit-first-ms): the agent has just applied everything, and
-			// fills its entry cache once ready (filecache.go's fillLater).
+			// the first edit decodes the whole file to fill the entry
+			// cache (filecache.go).
 			first := e.edit()
 			var total, longest time.Duration
 			n := 0

@@ -47,18 +47,6 @@ type entryCache[V any] struct {
 	names   map[nameKey]*cachedEntry[V]           // the same entries by table and name, once a version has new ones
 	size    int                                   // how many entries
 	served  int                                   // versions decoded from the cache (for tests)
-	// later says that whole decodes do not fill the cache until warm is
-	// called (fillLater); pending is then the latest of them, whose
-	// entries warm fills the cache with.
-	later   bool
-	pending *wholeDecode[V]
-	decodes uint64 // calls of decode
-}
-
-// wholeDecode is a file's data and the items of its whole decode.
-type wholeDecode[V any] struct {
-	data  []byte
-	items []reflector.Item[V]
 }
 
 // cachedEntry is an entry's item and the last decode that saw it.
@@ -82,7 +70,6 @@ func newEntryCache[V any](keys []string, full func(path string, data []byte) ([]
 func (c *entryCache[V]) decode(path string, data []byte) ([]reflector.Item[V], error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.decodes++
 	sections, ok := splitEntries(data, c.keys)
 	if !ok {
 		return c.full(path, data)
@@ -93,50 +80,9 @@ func (c *entryCache[V]) decode(path string, data []byte) ([]reflector.Item[V], e
 	}
 	items, err := c.full(path, data)
 	if err == nil {
-		if c.later {
-			c.entries, c.names, c.size = nil, nil, 0
-			c.pending = &wholeDecode[V]{data: data, items: items}
-		} else {
-			c.fill(data, sections, items)
-		}
+		c.fill(data, sections, items)
 	}
 	return items, err
-}
-
-// fillLater makes the cache wait for warm before it fills with a whole
-// decode's entries: the agent's start decodes 60,000 entries and applies
-// them at its peak of memory, and the cache of them (about 10 MB at
-// 60,000 entries, and the garbage of making it) is not needed until the
-// first edit, so it is made once the agent is ready. An edit before then
-// is decoded whole.
-func (c *entryCache[V]) fillLater() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.later = true
-}
-
-// warm fills the cache with the entries of the latest whole decode, if it
-// waits, and from now on fills it at once. The entries are made without
-// the lock: an edit meanwhile is not held up, and its own decode wins.
-func (c *entryCache[V]) warm() {
-	c.mu.Lock()
-	c.later = false
-	p, at := c.pending, c.decodes
-	c.pending = nil
-	c.mu.Unlock()
-	if p == nil {
-		return
-	}
-	sections, ok := splitEntries(p.data, c.keys)
-	if !ok {
-		return
-	}
-	entries, size := makeEntries(p.data, c.keys, sections, p.items)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.decodes == at {
-		c.entries, c.names, c.size = entries, nil, size
-	}
 }
 
 // fromCache decodes sections from the cache and the entries it lacks; ok
@@ -238,36 +184,29 @@ func (c *entryCache[V]) fromCache(path string, sections [][]entryText) (items []
 // of 60,000 entries costs the map, not 120,000 allocations. (The index by
 // name waits for the first version with new entries.)
 func (c *entryCache[V]) fill(data []byte, sections [][]entryText, items []reflector.Item[V]) {
-	c.entries, c.size = makeEntries(data, c.keys, sections, items)
-	c.names = nil
-}
-
-// makeEntries returns the cache's entries (by top-level key of keys, by
-// entry text) of sections (of data), whose whole decode gave items, and
-// how many there are; nil when the file is not decoded entry by entry.
-// Their stamps are 0, older than any decode's.
-func makeEntries[V any](data []byte, keys []string, sections [][]entryText, items []reflector.Item[V]) (map[string]map[string]*cachedEntry[V], int) {
 	total := 0
 	for _, s := range sections {
 		total += len(s)
 	}
+	c.entries, c.names, c.size = nil, nil, 0
 	if total != len(items) {
-		return nil, 0 // not one item per entry: decode whole files
+		return // not one item per entry: decode whole files
 	}
 	for _, s := range sections {
 		for _, t := range s {
 			if !entryShape(t.b) {
-				return nil, 0 // not of the shape: decode whole files
+				return // not of the shape: decode whole files
 			}
 		}
 	}
+	c.gen++
 	all := string(data)
 	slab := make([]cachedEntry[V], total)
-	entries := make(map[string]map[string]*cachedEntry[V], len(keys))
+	c.entries = make(map[string]map[string]*cachedEntry[V], len(c.keys))
 	at := 0
 	for i, s := range sections {
 		known := make(map[string]*cachedEntry[V], len(s))
-		entries[keys[i]] = known
+		c.entries[c.keys[i]] = known
 		for _, t := range s {
 			var text string
 			if t.off >= 0 {
@@ -275,12 +214,12 @@ func makeEntries[V any](data []byte, keys []string, sections [][]entryText, item
 			} else {
 				text = string(t.b)
 			}
-			slab[at] = cachedEntry[V]{item: items[at]}
+			slab[at] = cachedEntry[V]{item: items[at], seen: c.gen}
 			known[text] = &slab[at]
 			at++
 		}
 	}
-	return entries, total
+	c.size = total
 }
 
 // entryText is an entry's text, and where it starts in the file (-1 when

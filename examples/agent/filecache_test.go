@@ -35,14 +35,6 @@ func sameDecode(t *testing.T, c *entryCache[fileObject], data []byte) error {
 // the whole file's decode: the same items in the same order, or the same
 // error.
 func TestEntryCacheModel(t *testing.T) {
-	// The agent's cache fills later (fillLater), once warm is called: the
-	// model then warms it at random points, some versions before.
-	for _, later := range []bool{false, true} {
-		t.Run(fmt.Sprintf("later=%v", later), func(t *testing.T) { entryCacheModel(t, later) })
-	}
-}
-
-func entryCacheModel(t *testing.T, later bool) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	next := 0 // routes and rules get new keys
 	entry := func(key string) string {
@@ -126,14 +118,8 @@ func entryCacheModel(t *testing.T, later bool) {
 		return []byte(b.String())
 	}
 	c := newEntryCache([]string{"sysctls", "routes", "rules"}, decodeFileItems)
-	if later {
-		c.fillLater()
-	}
 	good := 0
 	for range 600 {
-		if later && rng.IntN(16) == 0 {
-			c.warm()
-		}
 		key := []string{"routes", "rules"}[rng.IntN(2)]
 		s := &doc[slices.IndexFunc(doc, func(s section) bool { return s.key == key })]
 		switch op := rng.IntN(10); {
@@ -178,43 +164,6 @@ func entryCacheModel(t *testing.T, later bool) {
 	t.Logf("%d versions good, %d decoded from the cache", good, c.served)
 	if good < 300 || c.served < good/2 {
 		t.Errorf("%d of the versions were good, %d decoded from the cache: the model tests too little", good, c.served)
-	}
-}
-
-// TestEntryCacheFillLater: a cache that fills later decodes whole until
-// warm is called, then fills with the latest whole decode's entries (not
-// an older one's), and the next edit is decoded from it.
-func TestEntryCacheFillLater(t *testing.T) {
-	data := restartDesired(2_000, 500)
-	edit := func(data []byte, from, to string) []byte {
-		t.Helper()
-		out := bytes.Replace(data, []byte(from), []byte(to), 1)
-		if bytes.Equal(out, data) {
-			t.Fatalf("%q is not in the file", from)
-		}
-		return out
-	}
-	c := newEntryCache(fileKeyList(), decodeFileItems)
-	c.fillLater()
-	v2 := edit(data, "prefix: 10.1.7.0/24\n", "prefix: 10.201.7.0/24\n")
-	v3 := edit(v2, "prefix: 10.1.8.0/24\n", "prefix: 10.202.8.0/24\n")
-	sameDecode(t, c, data)
-	sameDecode(t, c, v2)
-	if c.served != 0 || c.entries != nil || c.pending == nil {
-		t.Fatalf("before warm: %d versions from the cache, %d entries cached, a whole decode pending %v; want 0, 0, true", c.served, c.size, c.pending != nil)
-	}
-	c.warm()
-	if c.pending != nil || c.size != 2_500+len(restartSysctls) {
-		t.Fatalf("after warm: %d entries cached (a whole decode still pending: %v); want %d", c.size, c.pending != nil, 2_500+len(restartSysctls))
-	}
-	// v2's entries are cached: v3 differs from it by one entry (from the
-	// first version by two).
-	sameDecode(t, c, v3)
-	if c.served != 1 {
-		t.Fatalf("the edit after warm was not decoded from the cache (%d versions from it)", c.served)
-	}
-	if _, ok := c.entries["routes"]["  - prefix: 10.201.7.0/24\n    type: blackhole"]; !ok {
-		t.Error("the cache does not hold the warmed version's edited entry")
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 	"github.com/steadystate/steadystate/reflector"
 	"github.com/steadystate/steadystate/reflector/filesource"
 	"github.com/steadystate/steadystate/reflector/reflectorcell"
-	"github.com/steadystate/steadystate/statedb"
 )
 
 // File mode (--desired): the desired-state file is a reflector source
@@ -64,11 +62,9 @@ func newFileSource(p fileParams) (*filesource.Source[fileObject], error) {
 	if err != nil {
 		return nil, err
 	}
-	cache := newEntryCache(fileKeyList(), decodeFileItems)
-	cache.fillLater()
 	src, err := filesource.New(filesource.Config[fileObject]{
 		Path:   p.Config.Desired,
-		Decode: cache.decode,
+		Decode: newEntryCache(fileKeyList(), decodeFileItems).decode,
 		Equal:  fileObject.equal,
 		// 0 is "read at once" for the agent, the default for the source.
 		SettleTime:   max(p.Config.SettleTime, time.Nanosecond),
@@ -89,27 +85,6 @@ func newFileSource(p fileParams) (*filesource.Source[fileObject], error) {
 	if err != nil {
 		return nil, err
 	}
-	// The edit cache is filled once every object was tried (the agent is
-	// ready), not at the start's peak of memory (see fillLater).
-	err = p.Reflect.Jobs.Add(job.OneShot("edit-cache", func(ctx context.Context, _ cell.Health) error {
-		select {
-		case <-p.FirstLoad.Done():
-		case <-ctx.Done():
-			return nil
-		}
-		if waitTried(ctx, p.Reflect.DB, p.Kinds.sorted()) {
-			// The start's garbage (about as much as its live heap) is
-			// collected and given back first: the cache is made in memory
-			// the start freed, and the agent's RSS from now on is that of
-			// its live data, not of the start's peak.
-			debug.FreeOSMemory()
-			cache.warm()
-		}
-		return nil
-	}))
-	if err != nil {
-		return nil, err
-	}
 	return src, p.Reflect.Jobs.Add(job.OneShot("first-load", func(ctx context.Context, _ cell.Health) error {
 		for {
 			rev, moved := multi.RevisionWatch()
@@ -124,27 +99,6 @@ func newFileSource(p fileParams) (*filesource.Source[fileObject], error) {
 			}
 		}
 	}))
-}
-
-// waitTried waits until the reconcilers have tried every object of each
-// kind's table (as /readyz does), one table after the other; false if ctx
-// ended first.
-func waitTried(ctx context.Context, db *statedb.DB, kinds []kindRuntime) bool {
-	for _, k := range kinds {
-		for {
-			txn := db.ReadTxn()
-			changed := k.changed(txn)
-			if k.ready(txn) == nil {
-				break
-			}
-			select {
-			case <-changed:
-			case <-ctx.Done():
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // startFileMode makes the hive build file mode's part.

@@ -295,7 +295,6 @@ type kindRuntime struct {
 	into     reflector.TableSpec[fileObject]
 	status   func(statedb.ReadTxn) tableStatus
 	ready    func(statedb.ReadTxn) error
-	changed  func(statedb.ReadTxn) <-chan struct{} // closes when the table changes
 	progress func(jobs job.Group, db *statedb.DB, log *slog.Logger) error
 }
 
@@ -338,10 +337,6 @@ func (k kindOf[T, PT]) runtime(t statedb.RWTable[PT], r reconciler.Reconciler[PT
 						return fmt.Errorf("table %s: %d objects not reconciled yet", t.Name(), n)
 					}
 					return nil
-				},
-				changed: func(txn statedb.ReadTxn) <-chan struct{} {
-					_, watch := t.AllWatch(txn)
-					return watch
 				},
 				progress: func(jobs job.Group, db *statedb.DB, log *slog.Logger) error {
 					return watchProgress(jobs, db, t, r, log, getStatus)
