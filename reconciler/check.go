@@ -63,6 +63,7 @@ func (r *reconciler[Obj]) checkRound(ctx context.Context, txn statedb.ReadTxn, r
 		r.cfg.Metrics.Skipped(r.cfg.Name, r.tableName, OpRefresh, skipped)
 	}
 	txn = wtxn.Commit()
+	r.own = r.cfg.Table.Revision(txn) // its renewals are no changes for the next pass
 	if len(repairs) > 0 {
 		r.processRound(ctx, txn, repairs, true)
 	}

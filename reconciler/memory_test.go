@@ -189,3 +189,60 @@ func memoryAfterBurst(t *testing.T, n, round, payload int) {
 		t.Fatalf("the live heap kept %d KB after a burst of %d objects came and went", grown>>10, n)
 	}
 }
+
+// TestRoundBufferSize: a pass's round buffer is made once, at the size of
+// its burst (the revisions since the last pass), and not at all for a pass
+// whose changes are only statuses (nothing Pending): a writer that renews
+// 5,000 Done statuses does not make the reconciler allocate a round.
+func TestRoundBufferSize(t *testing.T) {
+	db := statedb.New()
+	tbl, err := statedb.NewTable(db, "objs", benchID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := New(db, Config[*benchObj]{
+		Name:                 "rounds",
+		Table:                tbl,
+		Target:               nopTarget{},
+		GetObjectStatus:      func(o *benchObj) Status { return o.Status },
+		SetObjectStatus:      func(o *benchObj, s Status) *benchObj { o.Status = s; return o },
+		CloneObject:          func(o *benchObj) *benchObj { c := *o; return &c },
+		IncrementalRoundSize: 50_000,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rec.(*reconciler[*benchObj])
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rec.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	wait := func(rev statedb.Revision) {
+		t.Helper()
+		wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+		defer wcancel()
+		if _, err := rec.WaitUntilReconciled(wctx, rev); err != nil {
+			t.Fatalf("WaitUntilReconciled: %v", err)
+		}
+	}
+	const n = 20_000
+	wtxn := db.WriteTxn(tbl)
+	for i := range n {
+		tbl.Insert(wtxn, &benchObj{ID: uint64(i), Status: StatusPending()})
+	}
+	wait(tbl.Revision(wtxn.Commit()))
+	if made := r.roundsMade.Load(); made != 1 {
+		t.Fatalf("a burst of %d objects made %d round buffers at the pass's size, want 1", n, made)
+	}
+	// Statuses renewed by another writer: changes, but none Pending.
+	for range 3 {
+		wtxn = db.WriteTxn(tbl)
+		for i := range 5_000 {
+			tbl.Insert(wtxn, &benchObj{ID: uint64(i), Status: StatusDone()})
+		}
+		wait(tbl.Revision(wtxn.Commit()))
+	}
+	if made := r.roundsMade.Load(); made != 1 {
+		t.Fatalf("passes of status changes only made %d more round buffers, want none", made-1)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/steadystate/steadystate/statedb"
@@ -68,6 +69,9 @@ type reconciler[Obj any] struct {
 	// both are (at most) the changes of the next pass, the size its round
 	// buffer is made with.
 	seen, own statedb.Revision
+	// roundsMade counts the round buffers made at a pass's size (for
+	// tests).
+	roundsMade atomic.Int64
 
 	pruneReq chan struct{} // Prune requests, buffered by one
 

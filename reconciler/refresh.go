@@ -77,7 +77,9 @@ func (r *reconciler[Obj]) refreshStep(ctx context.Context) time.Time {
 	if s.tokens < need {
 		return now.Add(time.Duration((need - s.tokens) / r.cfg.RefreshRate * float64(time.Second)))
 	}
-	round := make([]work[Obj], 0, min(limit, 1024))
+	// At most what was due when the pass began: a pass of 50,000 objects
+	// is not grown step by step (26 MB allocated for a 5.5 MB round).
+	round := make([]work[Obj], 0, min(limit, max(s.waiting, 1)))
 	finished := true
 	for obj, rev := range r.cfg.Table.LowerBound(txn, statedb.QueryByPrimaryKey[Obj](r.cfg.Table, s.cursor)) {
 		key := r.cfg.Table.PrimaryKey(obj)

@@ -199,8 +199,8 @@ func (r *recorded[Obj]) record(applied, deleted []Obj) error {
 			return err
 		}
 		// The puts are in key order: pages filled to 90%, not bbolt's
-		// default half (for random inserts), halve a large round's pages
-		// in memory and on disk.
+		// default half (for random inserts), nearly halve a large round's
+		// pages in memory and on disk.
 		b.FillPercent = recordFill
 		for _, p := range puts {
 			if err := b.Put(p.k, p.v); err != nil {
