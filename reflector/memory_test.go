@@ -92,3 +92,80 @@ func liveHeap() uint64 {
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
 }
+
+// TestMemoryAfterShrink: after a list of 20,000 objects the source shrinks
+// to 10 (relisted): the reflector's memory is that of 10 objects again,
+// not of the largest list it ever took.
+func TestMemoryAfterShrink(t *testing.T) {
+	const n = 20_000
+	items := func(k int) []reflector.Item[int] {
+		var out []reflector.Item[int]
+		for i := range k {
+			out = append(out, reflector.Item[int]{Key: fmt.Sprintf("k%06d", i), Value: i, Revision: 1})
+		}
+		return out
+	}
+	run := func(t *testing.T, src *listSource, upTo uint64) (*reflector.Reflector[int, *obj], func()) {
+		db := statedb.New()
+		tbl, err := statedb.NewTable(db, "objs", nameIndex)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := reflector.New(db, reflector.Config[int, *obj]{
+			Name: "shrink", Source: src, Writer: objWriter(tbl),
+			Transform: func(key string, v int) (*obj, error) { return &obj{Name: key, Value: v}, nil },
+			Logger:    slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); r.Run(ctx) }()
+		waitRevision(t, r, upTo)
+		return r, func() {
+			cancel()
+			<-done
+			runtime.KeepAlive(db)
+		}
+	}
+	l0 := liveHeap()
+	small := &listSource{}
+	small.set(2, items(10)...)
+	_, stopSmall := run(t, small, 2)
+	defer stopSmall()
+	l1 := liveHeap()
+
+	big := &listSource{}
+	big.set(1, items(n)...)
+	r, stopBig := run(t, big, 1)
+	defer stopBig()
+	big.set(2, items(10)...)
+	big.lose() // the watch ends: the reflector relists
+	waitRevision(t, r, 2)
+	l2 := liveHeap()
+	tenOnly, afterShrink := int64(l1-l0), int64(l2-l1)
+	t.Logf("10 objects: %d KB; 10 objects after %d: %d KB", tenOnly>>10, n, afterShrink>>10)
+	if afterShrink-tenOnly > 200<<10 {
+		t.Fatalf("the reflector kept %d KB after its source shrank from %d objects to 10", (afterShrink-tenOnly)>>10, n)
+	}
+}
+
+// waitRevision waits until r's Revision is rev.
+func waitRevision(t *testing.T, r interface {
+	RevisionWatch() (uint64, <-chan struct{})
+}, rev uint64) {
+	t.Helper()
+	deadline := time.After(time.Minute)
+	for {
+		got, moved := r.RevisionWatch()
+		if got == rev {
+			return
+		}
+		select {
+		case <-moved:
+		case <-deadline:
+			t.Fatalf("revision %d not reached within a minute (at %d)", rev, got)
+		}
+	}
+}

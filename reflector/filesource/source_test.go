@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,7 +46,9 @@ func decode(path string, data []byte) ([]reflector.Item[int], error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: value %q: %v", path, i+2, f[2], err)
 		}
-		items = append(items, reflector.Item[int]{Table: f[0], Key: f[1], Value: v})
+		// Copies, not pieces of data: an item kept from a version must
+		// not hold that version's whole text (TestMemoryAfterShrink).
+		items = append(items, reflector.Item[int]{Table: strings.Clone(f[0]), Key: strings.Clone(f[1]), Value: v})
 	}
 	if len(items) != n {
 		return nil, fmt.Errorf("%s: %d entries, the count says %d", path, len(items), n)
@@ -516,4 +519,55 @@ func TestOnlyTheLatestWatchTakesAVersion(t *testing.T) {
 	for ev := range old {
 		t.Fatalf("the older watch sent %v", ev)
 	}
+}
+
+// TestMemoryAfterShrink: a file of 20,000 objects that shrinks to 10
+// leaves the source holding what 10 cost, not its largest version.
+func TestMemoryAfterShrink(t *testing.T) {
+	version := func(n int) string {
+		kv := map[string]int{}
+		for i := range n {
+			kv[fmt.Sprintf("k%06d", i)] = i
+		}
+		return file(map[string]map[string]int{"t": kv})
+	}
+	// List reads the file again now if it has settled: it is dated back.
+	list := func(f *fixture, want int) {
+		t.Helper()
+		old := time.Now().Add(-time.Minute)
+		if err := os.Chtimes(f.path, old, old); err != nil {
+			t.Fatal(err)
+		}
+		items, _, err := f.src.List(context.Background())
+		if err != nil || len(items) != want {
+			t.Fatalf("List: %d items, error %v; want %d", len(items), err, want)
+		}
+	}
+	l0 := liveHeap()
+	small := newFixture(t, true)
+	renameInto(t, small.path, version(10))
+	list(small, 10)
+	l1 := liveHeap()
+	big := newFixture(t, true)
+	renameInto(t, big.path, version(20_000))
+	list(big, 20_000)
+	renameInto(t, big.path, version(10))
+	list(big, 10)
+	l2 := liveHeap()
+	runtime.KeepAlive(small)
+	runtime.KeepAlive(big)
+	tenOnly, afterShrink := int64(l1-l0), int64(l2-l1)
+	t.Logf("10 objects: %d KB; 10 objects after 20,000: %d KB", tenOnly>>10, afterShrink>>10)
+	if afterShrink-tenOnly > 200<<10 {
+		t.Fatalf("the source kept %d KB after its file shrank from 20,000 objects to 10", (afterShrink-tenOnly)>>10)
+	}
+}
+
+// liveHeap returns the bytes of live heap after a full collection.
+func liveHeap() uint64 {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }
