@@ -182,6 +182,9 @@ func (d *driftState) take(limit int) (keys []string, all bool, reports int) {
 		keys = append(keys, k)
 		delete(d.keys, k)
 	}
+	if len(d.keys) == 0 {
+		d.keys = nil // a burst's map is not kept (made again at the next report)
+	}
 	all, reports = d.all, d.reports
 	d.all, d.reports = false, 0
 	slices.Sort(keys) // primary key order, as every other round

@@ -2,9 +2,11 @@ package reconciler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -244,5 +246,128 @@ func TestRoundBufferSize(t *testing.T) {
 	}
 	if made := r.roundsMade.Load(); made != 1 {
 		t.Fatalf("passes of status changes only made %d more round buffers, want none", made-1)
+	}
+}
+
+// failTarget fails every update while fail is set, terminally if
+// terminal is.
+type failTarget struct {
+	heavyTarget
+	fail, terminal atomic.Bool
+}
+
+func (f *failTarget) Update(context.Context, statedb.ReadTxn, *heavyObj) error {
+	switch {
+	case !f.fail.Load():
+		return nil
+	case f.terminal.Load():
+		return Terminal(errors.New("refused"))
+	}
+	return errors.New("not now")
+}
+
+// TestMemoryAfterFailures: 20,000 objects that failed and were then
+// applied (written again after a terminal failure, retried after another)
+// leave the live heap where it was before: the reconciler's bookkeeping
+// of failures and retries is not kept at the size of the burst.
+func TestMemoryAfterFailures(t *testing.T) {
+	for _, terminal := range []bool{true, false} {
+		t.Run(fmt.Sprintf("terminal=%v", terminal), func(t *testing.T) { memoryAfterFailures(t, terminal) })
+	}
+}
+
+func memoryAfterFailures(t *testing.T, terminal bool) {
+	const n = 20_000
+	db := statedb.New()
+	tbl, err := statedb.NewTable(db, "objs", heavyID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := &failTarget{}
+	target.terminal.Store(terminal)
+	rec, err := New(db, Config[*heavyObj]{
+		Name:            "failures",
+		Table:           tbl,
+		Target:          target,
+		GetObjectStatus: func(o *heavyObj) Status { return o.Status },
+		SetObjectStatus: func(o *heavyObj, s Status) *heavyObj { o.Status = s; return o },
+		CloneObject:     func(o *heavyObj) *heavyObj { c := *o; return &c },
+		RetryBackoffMin: time.Millisecond,
+		RetryBackoffMax: time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rec.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	wait := func(rev statedb.Revision) (err error) {
+		t.Helper()
+		wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+		defer wcancel()
+		_, err = rec.WaitUntilReconciled(wctx, rev)
+		return err
+	}
+	write := func(from, to int) statedb.Revision {
+		wtxn := db.WriteTxn(tbl)
+		for i := from; i < to; i++ {
+			tbl.Insert(wtxn, &heavyObj{ID: uint64(i), Status: StatusPending()})
+		}
+		return tbl.Revision(wtxn.Commit())
+	}
+	if err := wait(write(n, n+1)); err != nil {
+		t.Fatal(err)
+	}
+	base := liveHeap()
+
+	target.fail.Store(true)
+	var nr *NotReconciledError
+	if err := wait(write(0, n)); !errors.As(err, &nr) || nr.Failing != n {
+		t.Fatalf("after a write of %d objects the target refused: %v; want %d failing", n, err, n)
+	}
+	target.fail.Store(false)
+	if terminal {
+		// A terminal failure waits for the object to change.
+		if err := wait(write(0, n)); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		// The retries succeed: wait until every object is Done.
+		for {
+			txn := db.ReadTxn()
+			objs, changed := tbl.AllWatch(txn)
+			doneN := 0
+			for o := range objs {
+				if o.Status.Kind == StatusKindDone {
+					doneN++
+				}
+			}
+			if doneN == n+1 {
+				break
+			}
+			select {
+			case <-changed:
+			case <-time.After(time.Minute):
+				t.Fatalf("%d of %d objects Done a minute after the target took them again", doneN, n+1)
+			}
+		}
+	}
+	wtxn := db.WriteTxn(tbl)
+	for i := range n {
+		tbl.Delete(wtxn, &heavyObj{ID: uint64(i)})
+	}
+	if err := wait(tbl.Revision(wtxn.Commit())); err != nil {
+		t.Fatal(err)
+	}
+	// One more change: the change iterators move past the deletes.
+	if err := wait(write(n, n+1)); err != nil {
+		t.Fatal(err)
+	}
+	end := liveHeap()
+	runtime.KeepAlive(tbl)
+	t.Logf("live heap %d KB before %d objects failed and were applied, %d KB after they were deleted", base>>10, n, end>>10)
+	if grown := int64(end) - int64(base); grown > 1<<20 {
+		t.Fatalf("the live heap kept %d KB after %d failures came and went", grown>>10, n)
 	}
 }

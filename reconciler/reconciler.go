@@ -72,6 +72,9 @@ type reconciler[Obj any] struct {
 	// roundsMade counts the round buffers made at a pass's size (for
 	// tests).
 	roundsMade atomic.Int64
+	// peaks are the most entries terminal, failures and the retry queue
+	// held at a round's end since they were made (see shrinkMap).
+	peaks struct{ terminal, failures, retries int }
 
 	pruneReq chan struct{} // Prune requests, buffered by one
 
