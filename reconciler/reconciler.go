@@ -73,7 +73,7 @@ type reconciler[Obj any] struct {
 	// tests).
 	roundsMade atomic.Int64
 	// peaks are the most entries terminal, failures and the retry queue
-	// held at a round's end since they were made (see shrinkMap).
+	// held at a round's end since they were made (see shrink.Map).
 	peaks struct{ terminal, failures, retries int }
 
 	pruneReq chan struct{} // Prune requests, buffered by one

@@ -3,6 +3,8 @@ package reconciler
 import (
 	"fmt"
 	"slices"
+
+	"github.com/steadystate/steadystate/internal/shrink"
 )
 
 // roundLogLimit is how many objects one round logs one by one for each
@@ -42,36 +44,13 @@ func (r *reconciler[Obj]) endRound() {
 		r.cfg.Logger.Info(fmt.Sprintf("Drift repaired: %d more %s (the first %d logged one by one)", n, objectsWord(n), roundLogLimit), "objects", l.repaired)
 	}
 	*l = roundLog{}
-	r.terminal = shrinkMap(r.terminal, &r.peaks.terminal)
-	r.failures = shrinkMap(r.failures, &r.peaks.failures)
-	r.retries.byKey = shrinkMap(r.retries.byKey, &r.peaks.retries)
-	if h := r.retries.heap; cap(h) > shrinkAbove && len(h) < cap(h)/4 {
+	r.terminal = shrink.Map(r.terminal, &r.peaks.terminal)
+	r.failures = shrink.Map(r.failures, &r.peaks.failures)
+	r.retries.byKey = shrink.Map(r.retries.byKey, &r.peaks.retries)
+	if h := r.retries.heap; cap(h) > shrink.Above && len(h) < cap(h)/4 {
 		r.retries.heap = slices.Clone(h) // a new array: a clipped slice would hold the old one
 	}
 }
-
-// shrinkMap returns m, or, once it holds less than a quarter of the most
-// it held (*peak, which it keeps), a copy made at its size: Go's maps keep
-// their room after deletes, and a burst of 50,000 failures that ended
-// would otherwise be paid for in memory for good.
-func shrinkMap[K comparable, V any](m map[K]V, peak *int) map[K]V {
-	n := len(m)
-	switch {
-	case n > *peak:
-		*peak = n
-	case *peak > shrinkAbove && n < *peak/4:
-		out := make(map[K]V, n)
-		for k, v := range m {
-			out[k] = v
-		}
-		*peak = n
-		return out
-	}
-	return m
-}
-
-// shrinkAbove is the smallest peak that shrinkMap gives back.
-const shrinkAbove = 1024
 
 func objectsWord(n int) string {
 	if n == 1 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/steadystate/steadystate/index"
 	"github.com/steadystate/steadystate/internal/names"
+	"github.com/steadystate/steadystate/internal/shrink"
 	"github.com/steadystate/steadystate/statedb"
 )
 
@@ -59,10 +60,9 @@ type fill[In, Obj any] struct {
 	// fresh: the memory was empty when the commit under way began (the
 	// first list), so a rollback empties it again and nothing is logged.
 	fresh bool
-	// peak is the most keys held since the maps were made: Go's maps keep
-	// their room after deletes, so once they hold less than a quarter of
-	// it they are made again at their size (memory follows live data).
-	peak int
+	// peaks are the most keys each map held after a commit since it was
+	// made (see shrink.Map: memory follows live data).
+	peaks struct{ held, owners, rejected int }
 }
 
 // undoEntry restores one entry of one of fill's maps.
@@ -334,12 +334,9 @@ func (f *fill[In, Obj]) keep() {
 	if f.initNow {
 		f.init, f.initNow = nil, false
 	}
-	if n := max(len(f.held), len(f.owners), len(f.rejected)); n > f.peak {
-		f.peak = n
-	} else if f.peak > shrinkAbove && n < f.peak/4 {
-		f.held, f.owners, f.rejected = remake(f.held), remake(f.owners), remake(f.rejected)
-		f.peak = n
-	}
+	f.held = shrink.Map(f.held, &f.peaks.held)
+	f.owners = shrink.Map(f.owners, &f.peaks.owners)
+	f.rejected = shrink.Map(f.rejected, &f.peaks.rejected)
 	// A large batch's log is not kept for good: memory follows live data.
 	if cap(f.undo) > shrinkAbove {
 		f.undo = nil
@@ -368,15 +365,6 @@ func (f *fill[In, Obj]) rollback() {
 	}
 	f.initNow = false // the aborted transaction did not mark it: the next list's commit does
 	f.keep()
-}
-
-// remake returns a copy of m made at its size.
-func remake[V any](m map[string]V) map[string]V {
-	out := make(map[string]V, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 func restore[V any](m map[string]V, key string, v V, had bool) {

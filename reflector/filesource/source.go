@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/steadystate/steadystate/internal/shrink"
 	"github.com/steadystate/steadystate/reflector"
 )
 
@@ -99,10 +100,8 @@ type Source[In any] struct {
 	// version, so that a watch that is ending never takes one it cannot
 	// send any more.
 	epoch uint64
-	// peak is the most items held since items was made: a map keeps its
-	// room after deletes, so once it holds less than a quarter of it, it
-	// is made again at its size (memory follows the file, not its largest
-	// version).
+	// peak is the most items held since items was made (see shrink.Map:
+	// memory follows the file, not its largest version).
 	peak int
 }
 
@@ -391,15 +390,7 @@ func (s *Source[In]) take(items []reflector.Item[In], c change) ([]reflector.Eve
 		}
 		evs = append(evs, reflector.Event[In]{Kind: reflector.Put, Table: it.Table, Key: it.Key, Value: it.Value})
 	}
-	if n := len(s.items); n > s.peak {
-		s.peak = n
-	} else if s.peak > shrinkAbove && n < s.peak/4 {
-		items := make(map[itemKey]*slot[In], n)
-		for k, sl := range s.items {
-			items[k] = sl
-		}
-		s.items, s.peak = items, n
-	}
+	s.items = shrink.Map(s.items, &s.peak)
 	if len(evs) > 0 || s.rev == 0 {
 		s.rev++
 	}
@@ -423,10 +414,6 @@ func (s *Source[In]) take(items []reflector.Item[In], c change) ([]reflector.Eve
 	s.cfg.Logger.Info("Desired state loaded", append(attrs, "changed", len(evs), "version", s.rev)...)
 	return evs, s.rev, false
 }
-
-// shrinkAbove is the smallest peak of items whose map is made again when
-// the file shrinks to a quarter of it.
-const shrinkAbove = 1024
 
 // tableCount is how many items of a version are of one table.
 type tableCount struct {
