@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"slices"
+	"strings"
 	"sync"
 
+	"github.com/steadystate/steadystate/internal/shrink"
 	"github.com/steadystate/steadystate/reflector"
 )
 
@@ -46,6 +48,7 @@ type entryCache[V any] struct {
 	entries map[string]map[string]*cachedEntry[V] // by top-level key, by entry text
 	names   map[nameKey]*cachedEntry[V]           // the same entries by table and name, once a version has new ones
 	size    int                                   // how many entries
+	peak    int                                   // the most entries since the last fill or compact
 	served  int                                   // versions decoded from the cache (for tests)
 }
 
@@ -175,7 +178,36 @@ func (c *entryCache[V]) fromCache(path string, sections [][]entryText) (items []
 		}
 		c.size++
 	}
+	c.peak = max(c.peak, c.size)
+	if c.peak > shrink.Above && c.size < c.peak/4 {
+		c.compact()
+	}
 	return items, true
+}
+
+// compact makes the cache again at its size, once it holds less than a
+// quarter of the most it held: its maps keep their room after deletes,
+// and the entries of a fill are pieces of one copy of the file and of one
+// slab, which a few entries left would hold whole. (A file of 60,000
+// entries edited down to 10 kept about 10 MB.) Texts and entries are
+// copied.
+func (c *entryCache[V]) compact() {
+	names := c.names != nil
+	if names {
+		c.names = make(map[nameKey]*cachedEntry[V], c.size)
+	}
+	for key, known := range c.entries {
+		fresh := make(map[string]*cachedEntry[V], len(known))
+		for text, e := range known {
+			e := &cachedEntry[V]{item: e.item, seen: e.seen}
+			fresh[strings.Clone(text)] = e
+			if names {
+				c.names[nameKey{e.item.Table, e.item.Key}] = e
+			}
+		}
+		c.entries[key] = fresh
+	}
+	c.peak = c.size
 }
 
 // fill makes the cache the entries of sections (of data), whose whole
@@ -219,7 +251,7 @@ func (c *entryCache[V]) fill(data []byte, sections [][]entryText, items []reflec
 			at++
 		}
 	}
-	c.size = total
+	c.size, c.peak = total, total
 }
 
 // entryText is an entry's text, and where it starts in the file (-1 when

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -242,4 +243,48 @@ func FuzzEntryCache(f *testing.F) {
 		sameDecode(t, c, []byte(second))
 		sameDecode(t, c, []byte(first))
 	})
+}
+
+// TestEntryCacheShrink: a file of 20,000 routes edited down to 10 (decoded
+// from the cache) leaves the cache holding what 10 entries cost, not the
+// file it was filled from; and the next edit still decodes from it.
+func TestEntryCacheShrink(t *testing.T) {
+	big := restartDesired(20_000, 0)
+	small := restartDesired(10, 0)
+	l0 := liveHeap()
+	alone := newEntryCache(fileKeyList(), decodeFileItems)
+	sameDecode(t, alone, small)
+	l1 := liveHeap()
+	c := newEntryCache(fileKeyList(), decodeFileItems)
+	sameDecode(t, c, big)
+	sameDecode(t, c, small)
+	if c.served != 1 {
+		t.Fatalf("the version of 10 routes was not decoded from the cache (%d from it)", c.served)
+	}
+	l2 := liveHeap()
+	tenOnly, afterShrink := int64(l1-l0), int64(l2-l1)
+	t.Logf("10 routes: %d KB; 10 routes after 20,000: %d KB", tenOnly>>10, afterShrink>>10)
+	if afterShrink-tenOnly > 100<<10 {
+		t.Fatalf("the cache kept %d KB after the file shrank from 20,000 routes to 10", (afterShrink-tenOnly)>>10)
+	}
+	edited := bytes.Replace(small, []byte("prefix: 10.0.3.0/24\n"), []byte("prefix: 10.200.3.0/24\n"), 1)
+	if bytes.Equal(edited, small) {
+		t.Fatal("no route 10.0.3.0/24 to edit")
+	}
+	sameDecode(t, c, edited)
+	if c.served != 2 {
+		t.Error("the edit after the shrink was not decoded from the cache")
+	}
+	runtime.KeepAlive(alone)
+	runtime.KeepAlive(big)
+	runtime.KeepAlive(c)
+}
+
+// liveHeap returns the bytes of live heap after a full collection.
+func liveHeap() uint64 {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/steadystate/steadystate/hive/cell"
 	"github.com/steadystate/steadystate/hive/job"
+	"github.com/steadystate/steadystate/internal/shrink"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/statedb"
 )
@@ -68,6 +69,7 @@ func watchProgress[Obj any](jobs job.Group, db *statedb.DB, table statedb.Table[
 		// refresh. (One map, not one of each: a start of 60,000 objects
 		// looks every key up three times.)
 		seen := map[string]bool{} // by key: waiting
+		seenPeak := 0             // see shrink.Map
 		for {
 			txn := db.ReadTxn()
 			seq, watch := changes.Next(txn)
@@ -113,6 +115,7 @@ func watchProgress[Obj any](jobs job.Group, db *statedb.DB, table statedb.Table[
 				}
 			}
 			held.flush(ctx, small())
+			seen = shrink.Map(seen, &seenPeak)
 			if set.active && set.start.IsZero() {
 				set.start = time.Now()
 				set.lastProgress = set.start

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -425,4 +426,51 @@ func TestPruneAfterRestart(t *testing.T) {
 	f.expect("filter", "INPUT", "keep")
 	f.expect("filter", "OUTPUT")
 	f.expectForeign()
+}
+
+// TestMemoryAfterBurst: 5,000 rules applied and then deleted leave the
+// live heap where it was before them: the target keeps no room for the
+// rules it no longer has (nor does the rest of the fixture).
+func TestMemoryAfterBurst(t *testing.T) {
+	f := newFixture(t)
+	write := func(insert []*Rule, del []*Rule) {
+		t.Helper()
+		wtxn := f.db.WriteTxn(f.table)
+		for _, r := range insert {
+			if _, _, err := f.table.Insert(wtxn, r.Clone().SetStatus(reconciler.StatusPending())); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, r := range del {
+			f.table.Delete(wtxn, r)
+		}
+		rev := f.table.Revision(wtxn.Commit())
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := f.r.WaitUntilReconciled(ctx, rev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	one := []*Rule{{Table: "filter", Chain: "INPUT", Name: "one", Spec: "-p udp --dport 9 -j ACCEPT"}}
+	write(one, nil)
+	base := liveHeap()
+	rules := benchRuleSet(5_000)
+	write(rules, nil)
+	write(nil, rules)
+	// One more change: the change iterators move past the deletes.
+	write([]*Rule{{Table: "filter", Chain: "INPUT", Name: "two", Spec: "-p udp --dport 10 -j ACCEPT"}}, nil)
+	end := liveHeap()
+	t.Logf("live heap %d KB before 5,000 rules, %d KB after they were deleted", base>>10, end>>10)
+	if grown := int64(end) - int64(base); grown > 256<<10 {
+		t.Fatalf("the live heap kept %d KB after 5,000 rules came and went", grown>>10)
+	}
+}
+
+// liveHeap returns the bytes of live heap after a full collection.
+func liveHeap() uint64 {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/steadystate/steadystate/examples/netnsutil"
+	"github.com/steadystate/steadystate/internal/shrink"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/statedb"
 )
@@ -109,6 +110,17 @@ type Target struct {
 	// storeLoaded is set once they were loaded from it.
 	store       TextStore
 	storeLoaded bool
+	// peaks are the most entries each map held after an operation (see
+	// compact).
+	peaks struct{ rejected, prepared, texts int }
+}
+
+// compact gives back the room a burst of rules left in the maps once most
+// of them are gone (shrink.Map). t.mu is held.
+func (t *Target) compact() {
+	t.rejected = shrink.Map(t.rejected, &t.peaks.rejected)
+	t.prepared = shrink.Map(t.prepared, &t.peaks.prepared)
+	t.texts = shrink.Map(t.texts, &t.peaks.texts)
 }
 
 var (
@@ -204,6 +216,7 @@ type chainID struct{ table, chain string }
 func (t *Target) syncBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*Rule], deleted bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	defer t.compact()
 	if txn == nil {
 		// Without the snapshot the other rules of the chains are unknown,
 		// and rewriting the chains would drop them.
@@ -419,6 +432,7 @@ func buildInput(plans []*chainPlan, state map[string]*tableState) *restoreInput 
 func (t *Target) Prune(ctx context.Context, _ statedb.ReadTxn, desired iter.Seq2[*Rule, statedb.Revision]) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	defer t.compact()
 	out, err := t.run(ctx, nil, t.saveCmd)
 	if err != nil {
 		return err

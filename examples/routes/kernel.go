@@ -34,6 +34,7 @@ import (
 func (t *Target) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*Route]) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	defer t.watched.compact() // the watch's maps' peaks (see DeleteBatch)
 	if err := t.connect(); err != nil {
 		failAll(batch, err)
 		return
@@ -213,6 +214,7 @@ func (t *Target) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batch []r
 			ambiguousKeys = append(ambiguousKeys, k)
 		}
 	}
+	t.watched.compact()
 	var current map[RouteKey]kernelRoute
 	var lookupErr error
 	if len(ambiguous) > 0 {

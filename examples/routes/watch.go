@@ -15,6 +15,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/steadystate/steadystate/internal/shrink"
 	"github.com/steadystate/steadystate/reconciler"
 )
 
@@ -73,6 +74,40 @@ type watched struct {
 	byDev     map[string]map[RouteKey]struct{} // the inverse of dev
 	via       map[RouteKey]struct{}            // routes with a next hop
 	installed map[RouteKey]ownRoute            // the target's routes as it wrote them
+	// peaks are the most entries each map (and each device's set in
+	// byDev) held when last compacted (see compact).
+	peaks struct {
+		dev, via, installed int
+		byDev               map[string]int
+	}
+}
+
+// compact gives back the room a burst of routes left in the maps once
+// most of them are gone (shrink.Map): 50,000 routes deleted leave the
+// memory of what remains.
+func (w *watched) compact() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.compactLocked()
+}
+
+func (w *watched) compactLocked() {
+	w.dev = shrink.Map(w.dev, &w.peaks.dev)
+	w.via = shrink.Map(w.via, &w.peaks.via)
+	w.installed = shrink.Map(w.installed, &w.peaks.installed)
+	if w.peaks.byDev == nil {
+		w.peaks.byDev = map[string]int{}
+	}
+	for dev, set := range w.byDev {
+		peak := w.peaks.byDev[dev]
+		w.byDev[dev] = shrink.Map(set, &peak)
+		w.peaks.byDev[dev] = peak
+	}
+	for dev := range w.peaks.byDev {
+		if w.byDev[dev] == nil {
+			delete(w.peaks.byDev, dev)
+		}
+	}
 }
 
 // ownRoute is what sameRoute compares of a route the target wrote,
@@ -188,6 +223,7 @@ func (w *watched) keep(keep map[RouteKey]struct{}) {
 			delete(w.installed, k)
 		}
 	}
+	w.compactLocked()
 }
 
 // affected returns the routes that a change of the link named dev may

@@ -2,8 +2,10 @@ package routes
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -301,4 +303,54 @@ func TestWatchFiltersOwn(t *testing.T) {
 		}
 		return out
 	}()...)...)
+}
+
+// TestWatchedCompact: the watch's record of 20,000 routes (a device and a
+// next hop each), of which all but 10 are deleted, holds the memory of 10
+// routes once compacted, as after 10 alone; the 10 are still known.
+func TestWatchedCompact(t *testing.T) {
+	route := func(i int) *Route {
+		return &Route{Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32),
+			Via: netip.MustParseAddr("192.0.2.1"), Dev: "eth0"}
+	}
+	fill := func(w *watched, n int) {
+		for i := range n {
+			r := route(i)
+			w.track(r)
+			w.expect(kroute{key: r.Key(), via: r.Via, oif: 2})
+		}
+	}
+	base := liveHeap()
+	small := &watched{}
+	fill(small, 10)
+	alone := int64(liveHeap()) - int64(base)
+
+	base = liveHeap()
+	big := &watched{}
+	fill(big, 20_000)
+	big.compact() // as after the batch that applied them
+	for i := 10; i < 20_000; i++ {
+		big.untrack(route(i).Key())
+	}
+	big.compact()
+	after := int64(liveHeap()) - int64(base)
+	t.Logf("10 routes: %d KB; 10 routes after 20,000: %d KB", alone>>10, after>>10)
+	if after-alone > 100<<10 {
+		t.Fatalf("the watch's record kept %d KB after 20,000 routes came and went", (after-alone)>>10)
+	}
+	if len(big.installed) != 10 || len(big.dev) != 10 || len(big.via) != 10 || len(big.byDev["eth0"]) != 10 {
+		t.Fatalf("after compacting: %d installed, %d with a device, %d via, %d on eth0; want 10 each",
+			len(big.installed), len(big.dev), len(big.via), len(big.byDev["eth0"]))
+	}
+	runtime.KeepAlive(small)
+	runtime.KeepAlive(big)
+}
+
+// liveHeap returns the bytes of live heap after a full collection.
+func liveHeap() uint64 {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }
