@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/steadystate/steadystate/examples/netnsutil"
 )
@@ -128,8 +129,11 @@ func (t *Target) learnTextsIn(ctx context.Context, table string, chains map[stri
 					return fmt.Errorf("learning how iptables shows rules of %s/%s: wrote %d rules, iptables-save shows %d", table, p.owned, len(p.desired), len(lines))
 				}
 				for i, d := range p.desired {
-					t.texts[textKey{table, p.owned, d.args}] = learned{text: lines[i]}
-					put = append(put, RuleText{table, p.owned, d.args, lines[i]})
+					// A copy: a piece of out would hold all of it for as
+					// long as one rule's text is kept.
+					text := strings.Clone(lines[i])
+					t.texts[textKey{table, p.owned, d.args}] = learned{text: text}
+					put = append(put, RuleText{table, p.owned, d.args, text})
 				}
 			}
 			return nil
