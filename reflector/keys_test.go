@@ -91,6 +91,8 @@ type listSource struct {
 	items atomic.Pointer[[]reflector.Item[int]]
 	rev   atomic.Uint64
 	lost  atomic.Pointer[chan struct{}]
+	// watching, if set, gets a value once a Watch can be lost.
+	watching chan struct{}
 }
 
 func (s *listSource) set(rev uint64, items ...reflector.Item[int]) {
@@ -111,6 +113,12 @@ func (s *listSource) List(context.Context) ([]reflector.Item[int], uint64, error
 func (s *listSource) Watch(ctx context.Context, _ uint64) (<-chan reflector.Event[int], error) {
 	lost := make(chan struct{})
 	s.lost.Store(&lost)
+	if s.watching != nil {
+		select {
+		case s.watching <- struct{}{}:
+		default: // one waiting is enough
+		}
+	}
 	ch := make(chan reflector.Event[int])
 	go func() {
 		defer close(ch)

@@ -136,10 +136,11 @@ func TestMemoryAfterShrink(t *testing.T) {
 	defer stopSmall()
 	l1 := liveHeap()
 
-	big := &listSource{}
+	big := &listSource{watching: make(chan struct{}, 1)}
 	big.set(1, items(n)...)
 	r, stopBig := run(t, big, 1)
 	defer stopBig()
+	<-big.watching
 	big.set(2, items(10)...)
 	big.lose() // the watch ends: the reflector relists
 	waitRevision(t, r, 2)
