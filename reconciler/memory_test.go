@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/steadystate/steadystate/index"
+	"github.com/steadystate/steadystate/internal/memtest"
 	"github.com/steadystate/steadystate/statedb"
 )
 
@@ -89,14 +90,8 @@ func TestMemoryUnderChurn(t *testing.T) {
 	}
 }
 
-// liveHeap returns the bytes of live heap after a full collection.
-func liveHeap() uint64 {
-	var ms runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
-}
+// liveHeap is memtest.LiveHeap.
+var liveHeap = memtest.LiveHeap
 
 // TestMemoryAfterBurst: a burst of objects reconciled, then deleted,
 // leaves the live heap where it was before the burst: the reconciler keeps

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/steadystate/steadystate/internal/memtest"
 	"github.com/steadystate/steadystate/reflector"
 	"github.com/steadystate/steadystate/statedb"
 )
@@ -84,14 +85,8 @@ func TestMemoryPerTable(t *testing.T) {
 	}
 }
 
-// liveHeap returns the bytes of live heap after a full collection.
-func liveHeap() uint64 {
-	var ms runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
-}
+// liveHeap is memtest.LiveHeap.
+var liveHeap = memtest.LiveHeap
 
 // TestMemoryAfterShrink: after a list of 20,000 objects the source shrinks
 // to 10 (relisted): the reflector's memory is that of 10 objects again,

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+
+	"github.com/steadystate/steadystate/internal/memtest"
 )
 
 // Memory must depend on live data, never on how many transactions were
@@ -16,14 +18,8 @@ import (
 
 const heapSlack = 1 << 20
 
-// liveHeap returns the bytes of live heap after a full collection.
-func liveHeap() uint64 {
-	var ms runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
-}
+// liveHeap is memtest.LiveHeap.
+var liveHeap = memtest.LiveHeap
 
 // checkHeapBounded runs step(i) for i in [0, commits) and checks that the
 // live heap at the end exceeds the one after the first tenth (the warm-up:

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/steadystate/steadystate/index"
+	"github.com/steadystate/steadystate/internal/memtest"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/statedb"
 )
@@ -253,12 +254,7 @@ func revisions(db *statedb.DB, tables []statedb.RWTable[*object], summary stated
 	return append(revs, summary.Revision(txn))
 }
 
-func liveHeap() uint64 {
-	var ms runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
-}
+// liveHeap is memtest.LiveHeap.
+var liveHeap = memtest.LiveHeap
 
 func mb(b uint64) float64 { return float64(b) / (1 << 20) }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/steadystate/steadystate/internal/memtest"
 	"github.com/steadystate/steadystate/reflector"
 )
 
@@ -280,11 +281,5 @@ func TestEntryCacheShrink(t *testing.T) {
 	runtime.KeepAlive(c)
 }
 
-// liveHeap returns the bytes of live heap after a full collection.
-func liveHeap() uint64 {
-	var ms runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
-}
+// liveHeap is memtest.LiveHeap.
+var liveHeap = memtest.LiveHeap

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/steadystate/steadystate/examples/netnstest"
 	"github.com/steadystate/steadystate/examples/netnsutil"
+	"github.com/steadystate/steadystate/internal/memtest"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/reconciler/reconcilertest"
 	"github.com/steadystate/steadystate/statedb"
@@ -466,11 +466,5 @@ func TestMemoryAfterBurst(t *testing.T) {
 	}
 }
 
-// liveHeap returns the bytes of live heap after a full collection.
-func liveHeap() uint64 {
-	var ms runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
-}
+// liveHeap is memtest.LiveHeap.
+var liveHeap = memtest.LiveHeap

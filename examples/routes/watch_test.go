@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/steadystate/steadystate/examples/netnsutil"
+	"github.com/steadystate/steadystate/internal/memtest"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/reconciler/reconcilertest"
 )
@@ -346,11 +347,5 @@ func TestWatchedCompact(t *testing.T) {
 	runtime.KeepAlive(big)
 }
 
-// liveHeap returns the bytes of live heap after a full collection.
-func liveHeap() uint64 {
-	var ms runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
-}
+// liveHeap is memtest.LiveHeap.
+var liveHeap = memtest.LiveHeap

@@ -4,6 +4,8 @@ import (
 	"maps"
 	"runtime"
 	"testing"
+
+	"github.com/steadystate/steadystate/internal/memtest"
 )
 
 // TestMap: a map that held 100,000 keys and holds 10 is given back as a
@@ -63,10 +65,5 @@ func same(a, b map[int]int) bool {
 	return ok
 }
 
-func liveHeap() uint64 {
-	var ms runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
-}
+// liveHeap is memtest.LiveHeap.
+var liveHeap = memtest.LiveHeap

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/steadystate/steadystate/index"
+	"github.com/steadystate/steadystate/internal/memtest"
 	"github.com/steadystate/steadystate/reconciler"
 	"github.com/steadystate/steadystate/reconciler/reconcilertest"
 	"github.com/steadystate/steadystate/reflector"
@@ -563,11 +564,5 @@ func TestMemoryAfterShrink(t *testing.T) {
 	}
 }
 
-// liveHeap returns the bytes of live heap after a full collection.
-func liveHeap() uint64 {
-	var ms runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
-}
+// liveHeap is memtest.LiveHeap.
+var liveHeap = memtest.LiveHeap
