@@ -127,33 +127,51 @@ var heavyID = statedb.Index[*heavyObj, uint64]{
 	Unique:     true,
 }
 
-func memoryAfterBurst(t *testing.T, n, round, payload int) {
-	db := statedb.New()
+// heavyConfig is the config of a reconciler of a table of heavyObj.
+func heavyConfig(t *testing.T, db *statedb.DB, target Target[*heavyObj]) (statedb.RWTable[*heavyObj], Config[*heavyObj]) {
+	t.Helper()
 	tbl, err := statedb.NewTable(db, "objs", heavyID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := New(db, Config[*heavyObj]{
-		Name:                 "burst",
-		Table:                tbl,
-		Target:               heavyTarget{},
-		GetObjectStatus:      func(o *heavyObj) Status { return o.Status },
-		SetObjectStatus:      func(o *heavyObj, s Status) *heavyObj { o.Status = s; return o },
-		CloneObject:          func(o *heavyObj) *heavyObj { c := *o; return &c },
-		IncrementalRoundSize: round,
-	})
+	return tbl, Config[*heavyObj]{
+		Name:            "heavy",
+		Table:           tbl,
+		Target:          target,
+		GetObjectStatus: func(o *heavyObj) Status { return o.Status },
+		SetObjectStatus: func(o *heavyObj, s Status) *heavyObj { o.Status = s; return o },
+		CloneObject:     func(o *heavyObj) *heavyObj { c := *o; return &c },
+	}
+}
+
+// runReconciler runs a reconciler of cfg until the test ends; wait is its
+// WaitUntilReconciled, a minute at most.
+func runReconciler[Obj any](t *testing.T, db *statedb.DB, cfg Config[Obj]) (r Reconciler[Obj], wait func(statedb.Revision) error) {
+	t.Helper()
+	r, err := New(db, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- rec.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	wait := func(rev statedb.Revision) {
-		t.Helper()
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return r, func(rev statedb.Revision) error {
 		wctx, wcancel := context.WithTimeout(ctx, time.Minute)
 		defer wcancel()
-		if _, err := rec.WaitUntilReconciled(wctx, rev); err != nil {
+		_, err := r.WaitUntilReconciled(wctx, rev)
+		return err
+	}
+}
+
+func memoryAfterBurst(t *testing.T, n, round, payload int) {
+	db := statedb.New()
+	tbl, cfg := heavyConfig(t, db, heavyTarget{})
+	cfg.IncrementalRoundSize = round
+	_, waitErr := runReconciler(t, db, cfg)
+	wait := func(rev statedb.Revision) {
+		t.Helper()
+		if err := waitErr(rev); err != nil {
 			t.Fatalf("WaitUntilReconciled: %v", err)
 		}
 	}
@@ -197,7 +215,7 @@ func TestRoundBufferSize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := New(db, Config[*benchObj]{
+	rec, waitErr := runReconciler(t, db, Config[*benchObj]{
 		Name:                 "rounds",
 		Table:                tbl,
 		Target:               nopTarget{},
@@ -206,19 +224,10 @@ func TestRoundBufferSize(t *testing.T) {
 		CloneObject:          func(o *benchObj) *benchObj { c := *o; return &c },
 		IncrementalRoundSize: 50_000,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	r := rec.(*reconciler[*benchObj])
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- rec.Run(ctx) }()
-	defer func() { cancel(); <-done }()
 	wait := func(rev statedb.Revision) {
 		t.Helper()
-		wctx, wcancel := context.WithTimeout(ctx, time.Minute)
-		defer wcancel()
-		if _, err := rec.WaitUntilReconciled(wctx, rev); err != nil {
+		if err := waitErr(rev); err != nil {
 			t.Fatalf("WaitUntilReconciled: %v", err)
 		}
 	}
@@ -274,36 +283,11 @@ func TestMemoryAfterFailures(t *testing.T) {
 func memoryAfterFailures(t *testing.T, terminal bool) {
 	const n = 20_000
 	db := statedb.New()
-	tbl, err := statedb.NewTable(db, "objs", heavyID)
-	if err != nil {
-		t.Fatal(err)
-	}
 	target := &failTarget{}
 	target.terminal.Store(terminal)
-	rec, err := New(db, Config[*heavyObj]{
-		Name:            "failures",
-		Table:           tbl,
-		Target:          target,
-		GetObjectStatus: func(o *heavyObj) Status { return o.Status },
-		SetObjectStatus: func(o *heavyObj, s Status) *heavyObj { o.Status = s; return o },
-		CloneObject:     func(o *heavyObj) *heavyObj { c := *o; return &c },
-		RetryBackoffMin: time.Millisecond,
-		RetryBackoffMax: time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- rec.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	wait := func(rev statedb.Revision) (err error) {
-		t.Helper()
-		wctx, wcancel := context.WithTimeout(ctx, time.Minute)
-		defer wcancel()
-		_, err = rec.WaitUntilReconciled(wctx, rev)
-		return err
-	}
+	tbl, cfg := heavyConfig(t, db, target)
+	cfg.RetryBackoffMin, cfg.RetryBackoffMax = time.Millisecond, time.Millisecond
+	_, wait := runReconciler(t, db, cfg)
 	write := func(from, to int) statedb.Revision {
 		wtxn := db.WriteTxn(tbl)
 		for i := from; i < to; i++ {
