@@ -383,10 +383,7 @@ func (m *Multi[In]) advance() {
 // initialized. If anything in it panics, the transaction is aborted and
 // every fill's memory rolled back before the panic goes on.
 func (m *Multi[In]) commit(evs []Event[In], since time.Time, initial bool) {
-	expect := m.expected(evs)
-	for i, f := range m.fills {
-		f.begin(expect[i])
-	}
+	m.begin(evs)
 	wtxn := m.db.WriteTxn(m.metas[0], m.metas[1:]...)
 	committed := false
 	defer func() {
@@ -431,30 +428,35 @@ func (m *Multi[In]) commit(evs []Event[In], since time.Time, initial bool) {
 	m.reportHealth()
 }
 
-// expected returns, by fill, how many Puts of evs it takes: what an empty
-// fill sizes its maps for. (A list of 50,000 routes, 10,000 rules and one
-// sysctl sized each table's for a third of them: the routes' maps grew
-// twice, and the sysctl's kept room for 20,000 for good.) Small batches
-// are not counted: the maps grow.
-func (m *Multi[In]) expected(evs []Event[In]) []int {
-	n := make([]int, len(m.fills))
-	if len(evs) < shrinkAbove {
-		return n
-	}
+// begin begins a commit of evs in every fill, each told how many Puts of
+// evs it takes: what an empty fill sizes its maps for. (A list of 50,000
+// routes, 10,000 rules and one sysctl sized each table's for a third of
+// them: the routes' maps grew twice, and the sysctl's kept room for
+// 20,000 for good.) Small batches are not counted: the maps grow.
+func (m *Multi[In]) begin(evs []Event[In]) {
 	if m.single {
-		n[0] = len(evs)
-		return n
+		m.fills[0].begin(len(evs))
+		return
+	}
+	if len(evs) < shrinkAbove {
+		for _, f := range m.fills {
+			f.begin(0)
+		}
+		return
 	}
 	at := make(map[string]int, len(m.fills))
 	for i, f := range m.fills {
 		at[f.name()] = i
 	}
+	n := make([]int, len(m.fills))
 	for _, ev := range evs {
 		if i, ok := at[ev.Table]; ok && ev.Kind == Put {
 			n[i]++
 		}
 	}
-	return n
+	for i, f := range m.fills {
+		f.begin(n[i])
+	}
 }
 
 // fillOf returns the fill of an event's table; nil (warned once) for a
