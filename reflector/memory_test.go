@@ -50,24 +50,9 @@ func TestMemoryPerTable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); m.Run(ctx) }()
-		deadline := time.After(time.Minute)
-		for {
-			rev, moved := m.RevisionWatch()
-			if rev == 1 {
-				break
-			}
-			select {
-			case <-moved:
-			case <-deadline:
-				t.Fatal("the list was not committed within a minute")
-			}
-		}
+		stop := running(t, m, 1)
 		return func() {
-			cancel()
-			<-done
+			stop()
 			runtime.KeepAlive(db)
 		}
 	}
@@ -114,13 +99,9 @@ func TestMemoryAfterShrink(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); r.Run(ctx) }()
-		waitRevision(t, r, upTo)
+		stop := running(t, r, upTo)
 		return r, func() {
-			cancel()
-			<-done
+			stop()
 			runtime.KeepAlive(db)
 		}
 	}
@@ -144,6 +125,25 @@ func TestMemoryAfterShrink(t *testing.T) {
 	t.Logf("10 objects: %d KB; 10 objects after %d: %d KB", tenOnly>>10, n, afterShrink>>10)
 	if afterShrink-tenOnly > 200<<10 {
 		t.Fatalf("the reflector kept %d KB after its source shrank from %d objects to 10", (afterShrink-tenOnly)>>10, n)
+	}
+}
+
+// revisioned is a Reflector or a Multi.
+type revisioned interface {
+	Run(context.Context) error
+	RevisionWatch() (uint64, <-chan struct{})
+}
+
+// running runs r until stop is called, once its Revision is rev.
+func running(t *testing.T, r revisioned, rev uint64) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx) }()
+	waitRevision(t, r, rev)
+	return func() {
+		cancel()
+		<-done
 	}
 }
 
