@@ -146,20 +146,41 @@ func (r *recorded[Obj]) record(applied, deleted []Obj) error {
 	if len(applied) == 0 && len(deleted) == 0 {
 		return nil
 	}
-	type entry struct{ k, v []byte }
-	puts := make([]entry, 0, len(applied))
-	for _, obj := range applied {
+	puts, err := r.prepare(applied)
+	if err != nil {
+		return err
+	}
+	return r.write(puts, deleted)
+}
+
+// recordPut is a put of the record: an object's key and recorded form,
+// and where the object is in the objects given to prepare.
+type recordPut struct {
+	k, v []byte
+	i    int
+}
+
+// prepare returns the puts that make the record hold objs, in key order,
+// leaving out those it holds already as they are. It needs no outcome of
+// the target's operation, so that a batch's can be worked out while the
+// target applies it (see batcher.UpdateBatch).
+func (r *recorded[Obj]) prepare(objs []Obj) ([]recordPut, error) {
+	if len(objs) == 0 {
+		return nil, nil
+	}
+	puts := make([]recordPut, 0, len(objs))
+	for i, obj := range objs {
 		v, err := json.Marshal(r.strip(obj))
 		if err != nil {
-			return fmt.Errorf("recording %s: %w", describe(obj), err)
+			return nil, fmt.Errorf("recording %s: %w", describe(obj), err)
 		}
-		puts = append(puts, entry{r.key(obj), v})
+		puts = append(puts, recordPut{r.key(obj), v, i})
 	}
 	// In key order: bbolt inserts into (and deletes from) a node in memory
 	// until the commit, so unsorted puts cost a copy of the node each (a
 	// round of 50,000: seconds), sorted ones an append. And the record is
 	// read in one pass of a cursor.
-	slices.SortFunc(puts, func(a, b entry) int { return bytes.Compare(a.k, b.k) })
+	slices.SortFunc(puts, func(a, b recordPut) int { return bytes.Compare(a.k, b.k) })
 	err := r.rec.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(r.bucket)
 		if b == nil {
@@ -188,12 +209,18 @@ func (r *recorded[Obj]) record(applied, deleted []Obj) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("reading the record in %s: %w", r.rec.dir, err)
+		return nil, fmt.Errorf("reading the record in %s: %w", r.rec.dir, err)
 	}
+	return puts, nil
+}
+
+// write puts puts (in key order) and removes deleted, in one transaction;
+// with nothing to do, there is no transaction.
+func (r *recorded[Obj]) write(puts []recordPut, deleted []Obj) error {
 	if len(puts) == 0 && len(deleted) == 0 {
 		return nil
 	}
-	err = r.rec.update(func(tx *bolt.Tx) error {
+	err := r.rec.update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(r.bucket)
 		if err != nil {
 			return err
@@ -282,35 +309,68 @@ type batcher[Obj any] struct {
 }
 
 func (b batcher[Obj]) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[Obj]) {
+	// The record's puts need no outcome: they are worked out (encoded,
+	// sorted, checked against the record) while the target applies the
+	// batch, on the other core, and only the write waits for the outcome.
+	// A start's 50,000 routes: 40-50 ms less before they are Done.
+	objs := make([]Obj, len(batch))
+	for i := range batch {
+		objs[i] = batch[i].Object
+	}
+	type prepared struct {
+		puts []recordPut
+		err  error
+	}
+	ready := make(chan prepared, 1)
+	go func() {
+		var p prepared
+		defer func() {
+			if v := recover(); v != nil {
+				// As a panic of the target's operation: the batch fails.
+				p = prepared{err: fmt.Errorf("panic while recording: %v", v)}
+			}
+			ready <- p
+		}()
+		p.puts, p.err = b.r.prepare(objs)
+	}()
 	b.b.UpdateBatch(ctx, txn, batch)
-	b.recordBatch(batch, true)
+	p := <-ready
+	err := p.err
+	if err == nil {
+		// What the target applied.
+		puts := p.puts[:0]
+		for _, put := range p.puts {
+			if batch[put.i].Result == nil {
+				puts = append(puts, put)
+			}
+		}
+		err = b.r.write(puts, nil)
+	}
+	b.failApplied(batch, err)
 }
 
 func (b batcher[Obj]) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[Obj]) {
 	b.b.DeleteBatch(ctx, txn, batch)
-	b.recordBatch(batch, false)
-}
-
-func (b batcher[Obj]) recordBatch(batch []reconciler.BatchEntry[Obj], applied bool) {
-	var ok []Obj
+	var gone []Obj
 	for _, e := range batch {
 		if e.Result == nil {
-			ok = append(ok, e.Object)
+			gone = append(gone, e.Object)
 		}
 	}
-	var err error
-	if applied {
-		err = b.r.record(ok, nil)
-	} else {
-		level := slog.LevelInfo
-		if len(ok) > smallChangeSet {
-			level = slog.LevelDebug
-		}
-		for _, obj := range ok {
-			b.r.log.Log(context.Background(), level, "Removed "+describe(obj))
-		}
-		err = b.r.record(nil, ok)
+	level := slog.LevelInfo
+	if len(gone) > smallChangeSet {
+		level = slog.LevelDebug
 	}
+	for _, obj := range gone {
+		b.r.log.Log(context.Background(), level, "Removed "+describe(obj))
+	}
+	b.failApplied(batch, b.r.record(nil, gone))
+}
+
+// failApplied makes err, a failure to record, the outcome of every entry
+// of batch that the target applied: it is retried, so that the record
+// never misses an object counted as Done.
+func (b batcher[Obj]) failApplied(batch []reconciler.BatchEntry[Obj], err error) {
 	if err == nil {
 		return
 	}

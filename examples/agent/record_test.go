@@ -237,3 +237,83 @@ func lastTxID(t *testing.T, rec *stateRecord) int {
 	}
 	return id
 }
+
+// A batch target's record is worked out while the target applies the
+// batch (batcher.UpdateBatch): the record holds exactly what the target
+// applied, an object that failed keeps the version an earlier batch
+// applied (or none), and a panic of the target is the batch's failure, not
+// a record of it: against a map, over random rounds with failures.
+func TestRecordBatchModel(t *testing.T) {
+	rec, err := openState(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.db.Close()
+	inner := reconcilertest.NewTarget(func(o *recVal) string { return o.Name })
+	key := func(o *recVal) index.Key { return index.Key(o.Name) }
+	wrapped := recordTarget[*recVal](inner.Batch(), rec, "vals", key, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	batcher, ok := wrapped.(reconciler.BatchTarget[*recVal])
+	if !ok {
+		t.Fatalf("the record's wrapper of a batch target is a %T, not a batch target", wrapped)
+	}
+	model := map[string]string{}
+	rng := rand.New(rand.NewPCG(3, 4))
+	failed, applied := 0, 0
+	for round := range 200 {
+		var batch []reconciler.BatchEntry[*recVal]
+		seen := map[string]bool{}
+		failing := map[string]bool{}
+		for range rng.IntN(100) + 1 {
+			name := fmt.Sprintf("k%04d", rng.IntN(500))
+			if seen[name] {
+				continue
+			}
+			seen[name] = true
+			batch = append(batch, reconciler.BatchEntry[*recVal]{Object: &recVal{Name: name, Value: rng.IntN(3)}})
+			if rng.IntN(5) == 0 {
+				failing[name] = true
+				inner.Inject(name, reconcilertest.Fault{Times: 1})
+			}
+		}
+		batcher.UpdateBatch(context.Background(), nil, batch)
+		for _, e := range batch {
+			if (e.Result != nil) != failing[e.Object.Name] {
+				t.Fatalf("round %d: %s: result %v, injected failure %v", round, e.Object.Name, e.Result, failing[e.Object.Name])
+			}
+			if e.Result != nil {
+				failed++
+				continue
+			}
+			applied++
+			v, _ := json.Marshal(e.Object)
+			model[e.Object.Name] = string(v)
+		}
+		got, err := rec.applied("vals")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(model) {
+			t.Fatalf("round %d: the record has %d objects, want %d", round, len(got), len(model))
+		}
+		for k, v := range model {
+			if string(got[k]) != v {
+				t.Fatalf("round %d: the record has %s = %s, want %s", round, k, got[k], v)
+			}
+		}
+	}
+	if failed == 0 || applied == 0 {
+		t.Fatalf("the rounds had %d failed and %d applied objects: the model tests both", failed, applied)
+	}
+
+	// A panic in the target fails the whole batch and records nothing.
+	before := lastTxID(t, rec)
+	inner.Inject("k9999", reconcilertest.Fault{Times: 1, Panic: true})
+	batch := []reconciler.BatchEntry[*recVal]{{Object: &recVal{Name: "k9998"}}, {Object: &recVal{Name: "k9999"}}}
+	func() {
+		defer func() { _ = recover() }() // the reconciler's to recover
+		batcher.UpdateBatch(context.Background(), nil, batch)
+	}()
+	if after := lastTxID(t, rec); after != before {
+		t.Fatalf("a batch whose target panicked wrote the record (transaction %d, then %d)", before, after)
+	}
+}
