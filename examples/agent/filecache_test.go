@@ -17,6 +17,7 @@ import (
 func sameDecode(t *testing.T, c *entryCache[fileObject], data []byte) error {
 	t.Helper()
 	got, gotErr := c.decode("desired.yaml", data)
+	c.settle() // the fill of a first version, if any, is done
 	want, wantErr := decodeFileItems("desired.yaml", data)
 	if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
 		t.Fatalf("error %v, want %v, for:\n%s", gotErr, wantErr, data)
@@ -283,3 +284,33 @@ func TestEntryCacheShrink(t *testing.T) {
 
 // liveHeap is memtest.LiveHeap.
 var liveHeap = memtest.LiveHeap
+
+// TestEntryCacheFillInBackground: the cache of a first version is filled
+// after its decode returned; the next version, decoded at once, waits for
+// the fill and is decoded from it, with the whole decode's result.
+func TestEntryCacheFillInBackground(t *testing.T) {
+	first := restartDesired(5_000, 500)
+	edited := bytes.Replace(first, []byte("prefix: 10.0.3.0/24\n"), []byte("prefix: 10.200.3.0/24\n"), 1)
+	if bytes.Equal(edited, first) {
+		t.Fatal("no route 10.0.3.0/24 to edit")
+	}
+	for range 20 {
+		c := newEntryCache(fileKeyList(), decodeFileItems)
+		if _, err := c.decode("desired.yaml", first); err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.decode("desired.yaml", edited) // no wait in between
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.served != 1 {
+			t.Fatalf("the edit right after the first version was not decoded from the cache (%d from it)", c.served)
+		}
+		want, _ := decodeFileItems("desired.yaml", edited)
+		if !slices.EqualFunc(got, want, func(a, b reflector.Item[fileObject]) bool {
+			return a.Table == b.Table && a.Key == b.Key && a.Value.equal(b.Value)
+		}) {
+			t.Fatal("the edit decoded from the cache differs from its whole decode")
+		}
+	}
+}

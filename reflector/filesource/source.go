@@ -24,7 +24,8 @@ type Config[In any] struct {
 	// an Item with its Table (for a multi-table reflector) and Key; two
 	// items of one table may not share a key. Its error should say where
 	// (the file, the line, the entry): it is what the operator reads.
-	// Required.
+	// data is a fresh read of the file, which the source never changes:
+	// Decode may keep it. Required.
 	Decode func(path string, data []byte) ([]reflector.Item[In], error)
 	// Equal, if set, tells two values of a key apart: a new version sends
 	// only the keys whose value changed. Without it, every key of a new
