@@ -47,7 +47,7 @@ func TestListFirstVersion(t *testing.T) {
 		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, retry := s.read(s.begin(), true); retry {
+		if _, _, retry := s.read(s.begin(), true, false); retry {
 			t.Fatal("the version was not read")
 		}
 	}

@@ -47,7 +47,7 @@ func (s *Source[In]) watch(ctx context.Context, epoch uint64, send func([]reflec
 	defer poll.Stop()
 	// load reads the file; it returns false when the watch must end.
 	load := func(wasRenamed bool) bool {
-		evs, rev, retry := s.read(epoch, wasRenamed)
+		evs, rev, retry := s.read(epoch, wasRenamed, send != nil)
 		if retry {
 			arm(s.cfg.SettleTime)
 		}
