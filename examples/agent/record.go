@@ -322,6 +322,15 @@ func (b batcher[Obj]) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batc
 		err  error
 	}
 	ready := make(chan prepared, 1)
+	waited := false
+	defer func() {
+		// A panic of the target leaves only after the goroutine (not
+		// recovered here: the reconciler's recover sees the target's
+		// stack), so that nothing of the operation outlives it.
+		if !waited {
+			<-ready
+		}
+	}()
 	go func() {
 		var p prepared
 		defer func() {
@@ -335,6 +344,7 @@ func (b batcher[Obj]) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batc
 	}()
 	b.b.UpdateBatch(ctx, txn, batch)
 	p := <-ready
+	waited = true
 	err := p.err
 	if err == nil {
 		// What the target applied.
