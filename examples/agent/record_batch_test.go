@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -130,4 +131,45 @@ func TestRecordBatchTargetPanicWaits(t *testing.T) {
 			t.Fatalf("the record's goroutine stripped %d objects, want 2", n)
 		}
 	})
+}
+
+// An object the target failed is not recorded, so that it cannot be
+// recorded (strip panics) fails nothing: the applied entries of its batch
+// are recorded and Done, and it keeps its own error.
+func TestRecordBatchFailedUnrecordable(t *testing.T) {
+	rec, err := openState(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.db.Close()
+	inner := reconcilertest.NewTarget(func(o *recVal) string { return o.Name })
+	strip := func(o *recVal) *recVal {
+		if o.Name == "c" {
+			panic("strip of c")
+		}
+		return o
+	}
+	b := recordBatcher(t, rec, inner.Batch(), strip)
+	injected := errors.New("c fails")
+	inner.Inject("c", reconcilertest.Fault{Times: 1, Err: injected})
+	batch := []reconciler.BatchEntry[*recVal]{{Object: &recVal{Name: "a"}}, {Object: &recVal{Name: "c"}}, {Object: &recVal{Name: "d", Value: 1}}}
+	b.UpdateBatch(context.Background(), nil, batch)
+	if !errors.Is(batch[1].Result, injected) {
+		t.Errorf("c: result %v, want its own failure %v", batch[1].Result, injected)
+	}
+	got, err := rec.applied("vals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []reconciler.BatchEntry[*recVal]{batch[0], batch[2]} {
+		if e.Result != nil {
+			t.Errorf("%s: %v, though the target applied it and it can be recorded", e.Object.Name, e.Result)
+		}
+		if want, _ := json.Marshal(e.Object); string(got[e.Object.Name]) != string(want) {
+			t.Errorf("%s: recorded %s, want %s", e.Object.Name, got[e.Object.Name], want)
+		}
+	}
+	if len(got) != 2 {
+		t.Errorf("the record holds %d objects, want 2 (a and d)", len(got))
+	}
 }
