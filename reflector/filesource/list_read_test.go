@@ -82,3 +82,40 @@ func TestListReadCounts(t *testing.T) {
 		}
 	}
 }
+
+// Decode may keep the data it is given (Config.Decode): no later read
+// changes it.
+func TestDecodeKeepsData(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	var kept [][]byte
+	cfg := Config[int]{Path: path, Logger: slog.New(slog.DiscardHandler), Decode: func(p string, data []byte) ([]reflector.Item[int], error) {
+		kept = append(kept, data)
+		return decodeLines(p, data)
+	}}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var versions []string
+	for i := range 20 {
+		v := fmt.Sprintf("a x %d\na y %d\n", i, i*7)
+		if i%2 == 1 {
+			v = fmt.Sprintf("a x %d\n", i) // shorter: a buffer kept for reuse would show
+		}
+		if err := os.WriteFile(path, []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, retry := s.read(s.begin(), true, i%2 == 0); retry {
+			t.Fatal("the version was not read")
+		}
+		versions = append(versions, v)
+	}
+	if len(kept) != len(versions) {
+		t.Fatalf("%d decodes of %d versions", len(kept), len(versions))
+	}
+	for i, data := range kept {
+		if string(data) != versions[i] {
+			t.Fatalf("the data of version %d, kept by Decode, is now %q; want %q", i, data, versions[i])
+		}
+	}
+}
