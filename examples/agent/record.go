@@ -214,6 +214,18 @@ func (r *recorded[Obj]) prepare(objs []Obj) ([]recordPut, error) {
 	return puts, nil
 }
 
+// prepareRecovered is prepare with a panic (of strip or key) as its
+// error: as a panic of the target's operation, the failure of the objects
+// to record.
+func (r *recorded[Obj]) prepareRecovered(objs []Obj) (puts []recordPut, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			puts, err = nil, fmt.Errorf("panic while recording: %v", v)
+		}
+	}()
+	return r.prepare(objs)
+}
+
 // write puts puts (in key order) and removes deleted, in one transaction;
 // with nothing to do, there is no transaction.
 func (r *recorded[Obj]) write(puts []recordPut, deleted []Obj) error {
@@ -322,28 +334,44 @@ func (b batcher[Obj]) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batc
 		err  error
 	}
 	ready := make(chan prepared, 1)
+	waited := false
+	defer func() {
+		// A panic of the target leaves only after the goroutine (not
+		// recovered here: the reconciler's recover sees the target's
+		// stack), so that nothing of the operation outlives it.
+		if !waited {
+			<-ready
+		}
+	}()
 	go func() {
 		var p prepared
-		defer func() {
-			if v := recover(); v != nil {
-				// As a panic of the target's operation: the batch fails.
-				p = prepared{err: fmt.Errorf("panic while recording: %v", v)}
-			}
-			ready <- p
-		}()
-		p.puts, p.err = b.r.prepare(objs)
+		p.puts, p.err = b.r.prepareRecovered(objs)
+		ready <- p
 	}()
 	b.b.UpdateBatch(ctx, txn, batch)
 	p := <-ready
-	err := p.err
+	waited = true
+	puts, err := p.puts[:0], p.err
 	if err == nil {
 		// What the target applied.
-		puts := p.puts[:0]
 		for _, put := range p.puts {
 			if batch[put.i].Result == nil {
 				puts = append(puts, put)
 			}
 		}
+	} else {
+		// What could not be recorded may be an object the target failed:
+		// only what it applied must be, as when the record was worked out
+		// after the outcome.
+		var applied []Obj
+		for _, e := range batch {
+			if e.Result == nil {
+				applied = append(applied, e.Object)
+			}
+		}
+		puts, err = b.r.prepareRecovered(applied)
+	}
+	if err == nil {
 		err = b.r.write(puts, nil)
 	}
 	b.failApplied(batch, err)
