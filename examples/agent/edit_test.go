@@ -195,10 +195,9 @@ func BenchmarkEdit(b *testing.B) {
 			}
 			e := newEditNode(b, size[0], size[1])
 			// The first edit after the start is reported on its own
-			// (edit-first-ms): the agent has just applied everything (its
-			// prunes and the collector may still run), and the first edit
-			// is the first to read the entry cache that the start filled
-			// in the background (filecache.go).
+			// (edit-first-ms): the agent has just applied everything, and
+			// the first edit decodes the whole file to fill the entry
+			// cache (filecache.go).
 			first := e.edit()
 			var total, longest time.Duration
 			n := 0

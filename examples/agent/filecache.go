@@ -75,11 +75,11 @@ func newEntryCache[V any](keys []string, full func(path string, data []byte) ([]
 
 // decode is the file source's Decode: full's result for data.
 //
-// With nothing cached (the first version), the cache is filled (and its
-// names indexed) in the background, after the result is returned: a start
-// needs the items, not the cache, which only the next version reads (it
-// waits for the fill). At 60,000 entries, splitting the file and filling
-// took 35 ms of the start, and the other core is idle then.
+// With nothing cached (the first version), the cache is filled in the
+// background, after the result is returned: a start needs the items, not
+// the cache, which only the next version reads (it waits for the fill). At
+// 60,000 entries, splitting the file and filling took 35 ms of the start,
+// and the other core is idle then.
 func (c *entryCache[V]) decode(path string, data []byte) ([]reflector.Item[V], error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -94,12 +94,6 @@ func (c *entryCache[V]) decode(path string, data []byte) ([]reflector.Item[V], e
 				defer close(done)
 				if sections, ok := splitEntries(data, c.keys); ok {
 					c.fill(data, sections, own)
-					// The first edit's new entry is checked against
-					// the names: 20-30 ms of it at 60,000 entries, done
-					// here instead.
-					if c.entries != nil {
-						c.indexNames()
-					}
 				}
 			}()
 		}
@@ -127,16 +121,6 @@ func (c *entryCache[V]) waitFill() {
 	if c.filling != nil {
 		<-c.filling
 		c.filling = nil
-	}
-}
-
-// indexNames makes the index of the cached entries by table and name.
-func (c *entryCache[V]) indexNames() {
-	c.names = make(map[nameKey]*cachedEntry[V], c.size)
-	for _, known := range c.entries {
-		for _, e := range known {
-			c.names[nameKey{e.item.Table, e.item.Key}] = e
-		}
 	}
 }
 
@@ -188,7 +172,12 @@ func (c *entryCache[V]) fromCache(path string, sections [][]entryText) (items []
 	// The new entries, each alone; a name must be new, or be that of a
 	// cached entry this version no longer has.
 	if len(news) > 0 && c.names == nil {
-		c.indexNames()
+		c.names = make(map[nameKey]*cachedEntry[V], c.size)
+		for _, known := range c.entries {
+			for _, e := range known {
+				c.names[nameKey{e.item.Table, e.item.Key}] = e
+			}
+		}
 	}
 	seen := make(map[nameKey]bool, len(news))
 	for i := range news {
@@ -267,8 +256,7 @@ func (c *entryCache[V]) compact() {
 // decode gave items (in the same order). The entries' texts are kept as
 // pieces of one copy of data, their entries in one slice: a first version
 // of 60,000 entries costs the map, not 120,000 allocations. (The index by
-// name is made with a first version's fill, in the background, or else
-// waits for the first version with new entries.)
+// name waits for the first version with new entries.)
 func (c *entryCache[V]) fill(data []byte, sections [][]entryText, items []reflector.Item[V]) {
 	total := 0
 	for _, s := range sections {
