@@ -34,11 +34,7 @@ func recordBatcher(t *testing.T, rec *stateRecord, inner reconcilertest.BatchTar
 // record; an entry the target failed keeps its own error; and once the
 // panic is gone the batch is recorded.
 func TestRecordBatchStripPanics(t *testing.T) {
-	rec, err := openState(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rec.db.Close()
+	rec := testRecord(t)
 	inner := reconcilertest.NewTarget(func(o *recVal) string { return o.Name })
 	var broken atomic.Bool
 	broken.Store(true)
@@ -92,11 +88,7 @@ func TestRecordBatchStripPanics(t *testing.T) {
 // panic leaves UpdateBatch (the reconciler's to recover) only once the
 // record's goroutine is done, so nothing of the operation outlives it.
 func TestRecordBatchTargetPanicWaits(t *testing.T) {
-	rec, err := openState(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rec.db.Close()
+	rec := testRecord(t)
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
 		var stripped atomic.Int32
@@ -137,11 +129,7 @@ func TestRecordBatchTargetPanicWaits(t *testing.T) {
 // recorded (strip panics) fails nothing: the applied entries of its batch
 // are recorded and Done, and it keeps its own error.
 func TestRecordBatchFailedUnrecordable(t *testing.T) {
-	rec, err := openState(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rec.db.Close()
+	rec := testRecord(t)
 	inner := reconcilertest.NewTarget(func(o *recVal) string { return o.Name })
 	strip := func(o *recVal) *recVal {
 		if o.Name == "c" {

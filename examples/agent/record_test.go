@@ -30,11 +30,7 @@ type recObj struct {
 // desired, with the target's Delete, even when the target's Prune cannot
 // tell it is its own; and forgets it only once it is gone.
 func TestRecordPrunesEarlierRun(t *testing.T) {
-	rec, err := openState(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rec.db.Close()
+	rec := testRecord(t)
 	key := func(o *recObj) index.Key { return index.Key(o.Name) }
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx := context.Background()
@@ -78,11 +74,7 @@ func TestRecordPrunesEarlierRun(t *testing.T) {
 // Objects applied again as they were recorded (a restarted agent's first
 // round) cost no write to the record; a changed one is written.
 func TestRecordWritesOnlyChanges(t *testing.T) {
-	rec, err := openState(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rec.db.Close()
+	rec := testRecord(t)
 	key := func(o *recObj) index.Key { return index.Key(o.Name) }
 	strip := func(o *recObj) *recObj { return &recObj{Name: o.Name} } // as a status would be left out
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -147,11 +139,7 @@ func TestRunCellsNamesEveryFunction(t *testing.T) {
 // The record keeps iptables texts (iptables.TextStore): saved, forgotten,
 // loaded back as they were, specs with any characters.
 func TestRecordTexts(t *testing.T) {
-	rec, err := openState(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rec.db.Close()
+	rec := testRecord(t)
 	a := iptables.RuleText{Table: "filter", Chain: "STEADYSTATE-INPUT", Spec: "-p tcp --dport 22 -j ACCEPT", Text: "-A STEADYSTATE-INPUT -p tcp -m tcp --dport 22 -j ACCEPT"}
 	b := iptables.RuleText{Table: "nat", Chain: "STEADYSTATE-POSTROUTING", Spec: `-m comment --comment "x y" -j MASQUERADE`, Text: `-A STEADYSTATE-POSTROUTING -m comment --comment "x y" -j MASQUERADE`}
 	if err := rec.SaveTexts([]iptables.RuleText{a, b}, nil); err != nil {
@@ -177,11 +165,7 @@ type recVal struct {
 // (the check against the record walks a cursor and seeks past gaps):
 // against a map, over random rounds.
 func TestRecordModel(t *testing.T) {
-	rec, err := openState(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rec.db.Close()
+	rec := testRecord(t)
 	inner := reconcilertest.NewTarget(func(o *recVal) string { return o.Name })
 	key := func(o *recVal) index.Key { return index.Key(o.Name) }
 	wrapped := recordTarget[*recVal](inner, rec, "vals", key, nil, slog.New(slog.NewTextHandler(io.Discard, nil))).(*recorded[*recVal])
@@ -213,17 +197,36 @@ func TestRecordModel(t *testing.T) {
 		if after := lastTxID(t, rec); after != before {
 			t.Fatalf("round %d: the same batch again wrote the record (transaction %d, then %d)", round, before, after)
 		}
-		got, err := rec.applied("vals")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(got) != len(model) {
-			t.Fatalf("round %d: the record has %d objects, want %d", round, len(got), len(model))
-		}
-		for k, v := range model {
-			if string(got[k]) != v {
-				t.Fatalf("round %d: the record has %s = %s, want %s", round, k, got[k], v)
-			}
+		checkRecordHolds(t, rec, round, model)
+	}
+}
+
+// testRecord opens a state record in a temporary directory, closed when
+// the test ends.
+func testRecord(t *testing.T) *stateRecord {
+	t.Helper()
+	rec, err := openState(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rec.db.Close() })
+	return rec
+}
+
+// checkRecordHolds fails unless the record's vals hold exactly model
+// (each object's JSON by name), after round.
+func checkRecordHolds(t *testing.T, rec *stateRecord, round int, model map[string]string) {
+	t.Helper()
+	got, err := rec.applied("vals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(model) {
+		t.Fatalf("round %d: the record has %d objects, want %d", round, len(got), len(model))
+	}
+	for k, v := range model {
+		if string(got[k]) != v {
+			t.Fatalf("round %d: the record has %s = %s, want %s", round, k, got[k], v)
 		}
 	}
 }
@@ -244,18 +247,9 @@ func lastTxID(t *testing.T, rec *stateRecord) int {
 // applied (or none), and a panic of the target is the batch's failure, not
 // a record of it: against a map, over random rounds with failures.
 func TestRecordBatchModel(t *testing.T) {
-	rec, err := openState(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rec.db.Close()
+	rec := testRecord(t)
 	inner := reconcilertest.NewTarget(func(o *recVal) string { return o.Name })
-	key := func(o *recVal) index.Key { return index.Key(o.Name) }
-	wrapped := recordTarget[*recVal](inner.Batch(), rec, "vals", key, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	batcher, ok := wrapped.(reconciler.BatchTarget[*recVal])
-	if !ok {
-		t.Fatalf("the record's wrapper of a batch target is a %T, not a batch target", wrapped)
-	}
+	batcher := recordBatcher(t, rec, inner.Batch(), nil)
 	model := map[string]string{}
 	rng := rand.New(rand.NewPCG(3, 4))
 	failed, applied := 0, 0
@@ -288,18 +282,7 @@ func TestRecordBatchModel(t *testing.T) {
 			v, _ := json.Marshal(e.Object)
 			model[e.Object.Name] = string(v)
 		}
-		got, err := rec.applied("vals")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(got) != len(model) {
-			t.Fatalf("round %d: the record has %d objects, want %d", round, len(got), len(model))
-		}
-		for k, v := range model {
-			if string(got[k]) != v {
-				t.Fatalf("round %d: the record has %s = %s, want %s", round, k, got[k], v)
-			}
-		}
+		checkRecordHolds(t, rec, round, model)
 	}
 	if failed == 0 || applied == 0 {
 		t.Fatalf("the rounds had %d failed and %d applied objects: the model tests both", failed, applied)
