@@ -41,6 +41,15 @@ type Config[Obj any] struct {
 	// its backoff. (Done objects are re-applied by age, see
 	// RefreshInterval, not here.)
 	FullReconciliationInterval time.Duration
+	// PruneAfter, if not nil, holds back every prune (by the interval or
+	// asked for with Prune) until it is closed, as the table's
+	// initialization does. A program that runs several reconcilers closes
+	// it once each has taken its first objects: a prune lists the real
+	// system and holds a snapshot of the whole database while it runs, so
+	// one that starts beside the other tables' first rounds slows them
+	// and keeps their first versions live. nil: a prune waits for the
+	// table's initialization only.
+	PruneAfter <-chan struct{}
 	// RefreshInterval is the age after which a Done object is applied again
 	// (refreshed), to repair drift in the real system; the age is that of
 	// its status (Status.UpdatedAt), which every refresh renews. 0 (the

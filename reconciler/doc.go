@@ -88,6 +88,7 @@
 // Target.Prune, waits until the table is initialized (every initializer
 // registered with RegisterInitializer is done), so that a half-loaded table
 // never makes the real system lose what is still to be loaded (prune.go).
+// With Config.PruneAfter it also waits until that channel is closed.
 //
 // A panic is an error. A panic inside a Target operation becomes the error
 // of that object (of every object of a batch), which is retried like any

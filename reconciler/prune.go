@@ -19,7 +19,8 @@ type pruneState struct {
 
 // pruneStep prunes if a prune is requested and due. It returns the table's
 // initialization channel when a prune is requested but the table is not
-// initialized yet (the package doc's "No prune before initialization").
+// initialized yet (the package doc's "No prune before initialization"),
+// and Config.PruneAfter while that is open.
 // While an abandoned operation is still running no prune starts (it might
 // remove what that operation is about to write): it waits for the
 // operation to return.
@@ -31,6 +32,13 @@ func (r *reconciler[Obj]) pruneStep(ctx context.Context) <-chan struct{} {
 	txn := r.db.ReadTxn()
 	if ok, initWatch := r.cfg.Table.Initialized(txn); !ok {
 		return initWatch
+	}
+	if after := r.cfg.PruneAfter; after != nil {
+		select {
+		case <-after:
+		default:
+			return after // Config.PruneAfter: not yet
+		}
 	}
 	f.requested = false
 	start := time.Now()

@@ -22,12 +22,13 @@ import (
 func (sc *scenario) commands() map[string]script.Cmd {
 	return map[string]script.Cmd{
 		"start": command("create the reconciler from the test config and run it until the test ends",
-			"[backoff=D|MIN..MAX] [round=N] [timeout=D] [interval=D] [refresh=D] [rate=N] [workers=N] [min-round=D] [planner=on] [drift=on]",
+			"[backoff=D|MIN..MAX] [round=N] [timeout=D] [interval=D] [refresh=D] [rate=N] [workers=N] [min-round=D] [planner=on] [drift=on] [prune-after=held]",
 			[]string{"The options set RetryBackoffMin and Max (default 1ms..10ms), IncrementalRoundSize, OperationTimeout,",
 				"FullReconciliationInterval (prune), RefreshInterval, RefreshRate, Workers and MinRoundInterval;",
 				"planner=on gives the target reconciler.Planner (it plans by comparing values with the real system;",
 				"a batch target also plans in batches, reconciler.BatchPlanner); drift=on makes the target report",
-				"drift (reconciler.DriftTarget): what target drift and drift-all say."},
+				"drift (reconciler.DriftTarget): what target drift and drift-all say; prune-after=held sets",
+				"PruneAfter to a channel that prunes release closes."},
 			sc.start),
 		"stop": command("stop the reconciler and wait for Run to return", "", nil, func(args []string) error {
 			if sc.f.rec == nil || len(args) > 0 {
@@ -43,6 +44,14 @@ func (sc *scenario) commands() map[string]script.Cmd {
 			sc.f.rec.Prune()
 			return nil
 		}),
+		"prunes": command("release the prunes held by start prune-after=held (close Config.PruneAfter)", "release", nil, func(args []string) error {
+			if len(args) != 1 || args[0] != "release" || sc.pruneAfter == nil {
+				return errors.New("usage: prunes release, after start prune-after=held")
+			}
+			close(sc.pruneAfter)
+			sc.pruneAfter = nil
+			return nil
+		}),
 		"advance": command("let time pass on the fake clock, firing every timer due meanwhile", "DURATION", nil, advance),
 		"db":      subcommands("change the desired state, as a writer would", sc.dbCommands()),
 		"target":  subcommands("make the target misbehave, or change the real system behind the reconciler's back", sc.targetCommands()),
@@ -55,7 +64,7 @@ func (sc *scenario) start(args []string) error {
 	if f.rec != nil {
 		return errors.New("the reconciler is already started")
 	}
-	opts, err := options(args, "backoff", "round", "timeout", "interval", "refresh", "rate", "workers", "min-round", "planner", "drift")
+	opts, err := options(args, "backoff", "round", "timeout", "interval", "refresh", "rate", "workers", "min-round", "planner", "drift", "prune-after")
 	if err != nil {
 		return err
 	}
@@ -82,6 +91,13 @@ func (sc *scenario) start(args []string) error {
 			f.withPlanner()
 		case "drift":
 			f.target.ReportsDrift()
+		case "prune-after":
+			if v != "held" {
+				err = errors.New("the only value is held")
+				break
+			}
+			sc.pruneAfter = make(chan struct{})
+			f.cfg.PruneAfter = sc.pruneAfter
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)

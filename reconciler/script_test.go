@@ -85,6 +85,9 @@ type scenario struct {
 	f        *fixture
 	checked  int                    // target operations matched by expect ops so far
 	initDone func(statedb.WriteTxn) // set by db uninitialized
+	// pruneAfter is Config.PruneAfter, set by start prune-after=held and
+	// closed by prunes release.
+	pruneAfter chan struct{}
 }
 
 // settle waits until every other goroutine of the bubble is blocked.
