@@ -135,11 +135,8 @@ func agentReady(p apiParams) func() error {
 			}
 			return fmt.Errorf("desired state from %s not applied yet", p.Config.Desired)
 		}
-		txn := p.DB.ReadTxn()
-		for _, k := range p.Kinds.sorted() {
-			if err := k.ready(txn); err != nil {
-				return err
-			}
+		if err := kindsReady(p.DB.ReadTxn(), p.Kinds.sorted()); err != nil {
+			return err
 		}
 		ready.Store(true)
 		return nil

@@ -29,10 +29,13 @@ func agentCells() []cell.Cell {
 		cell.Module("agent", "The example node agent",
 			cell.Config(defaultConfig()),
 			fleetcell.ConfigCell,
-			cell.Provide(newNamespace, newStateRecord, newFirstLoad, newRepairLogs),
+			cell.Provide(newNamespace, newStateRecord, newFirstLoad, newFirstRounds, newRepairLogs),
 			kindCells(),
 			cell.Module("progress", "A progress log of each table's reconciliation",
 				cell.Invoke(startProgress),
+			),
+			cell.Module("first-rounds", "Holds the prunes back until every object of the first desired state was tried",
+				cell.Invoke(watchFirstRounds),
 			),
 			cell.When("file mode (--desired)", fileMode, fileModeCells),
 			cell.When("fleet mode (--etcd-endpoints)", fleetcell.Config.Enabled, fleetCells),
@@ -44,12 +47,14 @@ func agentCells() []cell.Cell {
 }
 
 // withAgent sets the agent's prune and refresh intervals on a reconciler
-// config (a decorator of the example cells'), keeps its latest repairs of
+// config (a decorator of the example cells'), holds its prunes back until
+// the first rounds are done (firstRounds), keeps its latest repairs of
 // drift for `agent status` (repairLogs), and wraps its target so that the
 // state record holds what it applied and "Removed" is logged once a
 // delete succeeded (recordTarget).
-func withAgent[Obj any](rc reconciler.Config[Obj], cfg AgentConfig, rec *stateRecord, repairs *repairLogs, log *slog.Logger) reconciler.Config[Obj] {
+func withAgent[Obj any](rc reconciler.Config[Obj], cfg AgentConfig, rec *stateRecord, repairs *repairLogs, rounds *firstRounds, log *slog.Logger) reconciler.Config[Obj] {
 	rc.FullReconciliationInterval = cfg.PruneInterval
+	rc.PruneAfter = rounds.Done()
 	rc.RefreshInterval = cfg.RefreshInterval
 	if rc.Table != nil && rc.OnRepair == nil {
 		rc.OnRepair = repairs.of(rc.Table.Name()).Add

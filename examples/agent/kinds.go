@@ -295,6 +295,7 @@ type kindRuntime struct {
 	into     reflector.TableSpec[fileObject]
 	status   func(statedb.ReadTxn) tableStatus
 	ready    func(statedb.ReadTxn) error
+	watch    func(statedb.ReadTxn) <-chan struct{} // closes on any change of the table
 	progress func(jobs job.Group, db *statedb.DB, log *slog.Logger) error
 }
 
@@ -337,6 +338,10 @@ func (k kindOf[T, PT]) runtime(t statedb.RWTable[PT], r reconciler.Reconciler[PT
 						return fmt.Errorf("table %s: %d objects not reconciled yet", t.Name(), n)
 					}
 					return nil
+				},
+				watch: func(txn statedb.ReadTxn) <-chan struct{} {
+					_, w := t.AllWatch(txn)
+					return w
 				},
 				progress: func(jobs job.Group, db *statedb.DB, log *slog.Logger) error {
 					return watchProgress(jobs, db, t, r, log, getStatus)
