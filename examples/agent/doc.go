@@ -85,6 +85,8 @@
 //	  iptables       iptables.Cell
 //	  desired        the file loader (a job watching the file) and a
 //	                 progress log
+//	  first-rounds   holds the prunes back until every object of the
+//	                 first desired state was tried
 //	  fleet          fleet mode (fleet.go): a reflector per table from
 //	                 etcd, the node's status published under a lease
 //	  api            the status API's handlers and socket
@@ -104,7 +106,9 @@
 // repairs (what, when, how found). The loader is the only writer of desired
 // objects. It registers an initializer on each table and marks it done
 // after the first good load, so no reconciler prunes before the file was
-// read. It applies only a whole file (see watch.go: fsnotify on the file's
+// read; the prunes also wait until every object of that first load was
+// tried once (/readyz 200), so that none competes with the first rounds
+// (firstrounds.go). It applies only a whole file (see watch.go: fsnotify on the file's
 // directory, --settle-time, a re-read after parsing, no writer holding the
 // file open, --reload-interval as a fallback poll); write the file via
 // rename to be safe. An empty file, or one that does not parse or
