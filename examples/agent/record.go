@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 
 	bolt "go.etcd.io/bbolt"
@@ -216,11 +217,12 @@ func (r *recorded[Obj]) prepare(objs []Obj) ([]recordPut, error) {
 
 // prepareRecovered is prepare with a panic (of strip or key) as its
 // error: as a panic of the target's operation, the failure of the objects
-// to record.
+// to record, logged with its stack as the reconciler logs a target's.
 func (r *recorded[Obj]) prepareRecovered(objs []Obj) (puts []recordPut, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			puts, err = nil, fmt.Errorf("panic while recording: %v", v)
+			r.log.Error("Recording panicked", "table", r.table, "panic", v, "stack", string(debug.Stack()))
 		}
 	}()
 	return r.prepare(objs)

@@ -17,11 +17,17 @@ import (
 )
 
 // recordBatcher wraps a batch target of recVal with the record, recording
-// objects as strip makes them.
+// objects as strip makes them; its log is discarded.
 func recordBatcher(t *testing.T, rec *stateRecord, inner reconcilertest.BatchTarget[*recVal], strip func(*recVal) *recVal) reconciler.BatchTarget[*recVal] {
 	t.Helper()
+	return recordBatcherLog(t, rec, inner, strip, io.Discard)
+}
+
+// recordBatcherLog is recordBatcher logging to w.
+func recordBatcherLog(t *testing.T, rec *stateRecord, inner reconcilertest.BatchTarget[*recVal], strip func(*recVal) *recVal, w io.Writer) reconciler.BatchTarget[*recVal] {
+	t.Helper()
 	key := func(o *recVal) index.Key { return index.Key(o.Name) }
-	wrapped := recordTarget[*recVal](inner, rec, "vals", key, strip, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	wrapped := recordTarget[*recVal](inner, rec, "vals", key, strip, slog.New(slog.NewTextHandler(w, nil)))
 	b, ok := wrapped.(reconciler.BatchTarget[*recVal])
 	if !ok {
 		t.Fatalf("the record's wrapper of a batch target is a %T, not a batch target", wrapped)
@@ -31,8 +37,8 @@ func recordBatcher(t *testing.T, rec *stateRecord, inner reconcilertest.BatchTar
 
 // A panic while the record of a batch is worked out (in strip) is the
 // failure of the entries the target applied, not a crash and not a
-// record; an entry the target failed keeps its own error; and once the
-// panic is gone the batch is recorded.
+// record; it is logged with its stack; an entry the target failed keeps its
+// own error; and once the panic is gone the batch is recorded.
 func TestRecordBatchStripPanics(t *testing.T) {
 	rec := testRecord(t)
 	inner := reconcilertest.NewTarget(func(o *recVal) string { return o.Name })
@@ -44,7 +50,8 @@ func TestRecordBatchStripPanics(t *testing.T) {
 		}
 		return o
 	}
-	b := recordBatcher(t, rec, inner.Batch(), strip)
+	var log syncBuffer
+	b := recordBatcherLog(t, rec, inner.Batch(), strip, &log)
 	injected := errors.New("c fails")
 	inner.Inject("c", reconcilertest.Fault{Times: 1, Err: injected})
 	batch := []reconciler.BatchEntry[*recVal]{{Object: &recVal{Name: "a"}}, {Object: &recVal{Name: "b"}}, {Object: &recVal{Name: "c"}}}
@@ -57,6 +64,9 @@ func TestRecordBatchStripPanics(t *testing.T) {
 	}
 	if !errors.Is(batch[2].Result, injected) {
 		t.Errorf("c: result %v, want its own failure %v", batch[2].Result, injected)
+	}
+	if out := log.String(); !strings.Contains(out, `msg="Recording panicked"`) || !strings.Contains(out, "strip of b") || !strings.Contains(out, "record_batch_test.go") {
+		t.Errorf("the panic was not logged with its stack:\n%s", out)
 	}
 	if after := lastTxID(t, rec); after != before {
 		t.Fatalf("a batch whose record panicked wrote the record (transaction %d, then %d)", before, after)
@@ -137,7 +147,8 @@ func TestRecordBatchFailedUnrecordable(t *testing.T) {
 		}
 		return o
 	}
-	b := recordBatcher(t, rec, inner.Batch(), strip)
+	var log syncBuffer
+	b := recordBatcherLog(t, rec, inner.Batch(), strip, &log)
 	injected := errors.New("c fails")
 	inner.Inject("c", reconcilertest.Fault{Times: 1, Err: injected})
 	batch := []reconciler.BatchEntry[*recVal]{{Object: &recVal{Name: "a"}}, {Object: &recVal{Name: "c"}}, {Object: &recVal{Name: "d", Value: 1}}}
