@@ -147,8 +147,7 @@ func TestRecordBatchFailedUnrecordable(t *testing.T) {
 		}
 		return o
 	}
-	var log syncBuffer
-	b := recordBatcherLog(t, rec, inner.Batch(), strip, &log)
+	b := recordBatcher(t, rec, inner.Batch(), strip)
 	injected := errors.New("c fails")
 	inner.Inject("c", reconcilertest.Fault{Times: 1, Err: injected})
 	batch := []reconciler.BatchEntry[*recVal]{{Object: &recVal{Name: "a"}}, {Object: &recVal{Name: "c"}}, {Object: &recVal{Name: "d", Value: 1}}}
