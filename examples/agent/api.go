@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -141,6 +142,42 @@ func agentReady(p apiParams) func() error {
 		ready.Store(true)
 		return nil
 	}
+}
+
+// untriedCount is notTried of one table, counted once per revision of
+// the table. /readyz (polled often while an agent starts) and the
+// first-rounds job (woken by every table's writes) ask again and again
+// while a round of 50,000 routes runs and the table does not change; a
+// count walks the status index's entries of every object not tried yet,
+// 1-3 ms at 50,000, and a probe every 10 ms took a fifth of a core from
+// the start it was waiting for.
+type untriedCount[Obj any] struct {
+	table     statedb.Table[Obj]
+	getStatus func(Obj) reconciler.Status
+
+	mu     sync.Mutex
+	rev    statedb.Revision // of the table, when n was counted
+	n      int
+	known  bool
+	counts int // how many times it counted (tests)
+}
+
+// count returns notTried of the table in txn.
+func (u *untriedCount[Obj]) count(txn statedb.ReadTxn) int {
+	rev := u.table.Revision(txn)
+	u.mu.Lock()
+	if u.known && u.rev == rev {
+		n := u.n
+		u.mu.Unlock()
+		return n
+	}
+	u.mu.Unlock()
+	n := notTried(txn, u.table, u.getStatus)
+	u.mu.Lock()
+	u.rev, u.n, u.known = rev, n, true
+	u.counts++
+	u.mu.Unlock()
+	return n
 }
 
 // notTried counts the objects no reconciler has taken yet.
