@@ -50,8 +50,9 @@ func agentCells() []cell.Cell {
 // config (a decorator of the example cells'), holds its prunes back until
 // the first rounds are done (firstRounds), keeps its latest repairs of
 // drift for `agent status` (repairLogs), and wraps its target so that the
-// state record holds what it applied and "Removed" is logged once a
-// delete succeeded (recordTarget).
+// state record holds what it applied (unless the kernel marks what the
+// target owns: see kernelMarked) and "Removed" is logged once a delete
+// succeeded (recordTarget).
 func withAgent[Obj any](rc reconciler.Config[Obj], cfg AgentConfig, rec *stateRecord, repairs *repairLogs, rounds *firstRounds, log *slog.Logger) reconciler.Config[Obj] {
 	rc.FullReconciliationInterval = cfg.PruneInterval
 	rc.PruneAfter = rounds.Done()

@@ -48,8 +48,9 @@
 // The durable record (--state-dir, see state.go and record.go): a bbolt
 // database per managed namespace with the sysctl target's original values
 // (saved before each first change, so that a restarted agent, even after
-// SIGKILL, restores them), per table what its target applied, and how
-// iptables shows the rules.
+// SIGKILL, restores them), per table what its target applied (not for
+// routes: the kernel marks each with the agent's protocol, which is all
+// their prune and delete go by), and how iptables shows the rules.
 //
 // A restart over an unchanged state writes nothing to the kernel: routes
 // are compared with one listing per table and round, rules are recognized

@@ -273,6 +273,24 @@ func (s *stateRecord) SaveTexts(put, forget []iptables.RuleText) error {
 
 func appliedBucket(table string) []byte { return []byte("applied/" + table) }
 
+// dropBucket deletes bucket, if the record has it.
+func (s *stateRecord) dropBucket(bucket []byte) error {
+	if err := s.view(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucket) == nil {
+			bucket = nil
+		}
+		return nil
+	}); err != nil || bucket == nil {
+		return err
+	}
+	return s.update(func(tx *bolt.Tx) error {
+		if err := tx.DeleteBucket(bucket); err != nil && !errors.Is(err, bolterrors.ErrBucketNotFound) {
+			return err
+		}
+		return nil
+	})
+}
+
 // put sets key in bucket, creating the bucket.
 func (s *stateRecord) put(bucket, key, value []byte) error {
 	return s.update(func(tx *bolt.Tx) error {
