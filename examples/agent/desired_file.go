@@ -243,10 +243,13 @@ type validatable interface {
 // validateAll validates objs of one kind and finds duplicates (two entries
 // with the same primary key). Each error says where: "line 7: routes[2]:
 // ..." (the line from lines, each entry's, if known).
-func validateAll[Obj validatable](kind string, objs []Obj, key func(Obj) string, lines []int) []error {
+// It returns each object's key (its position in seen's work, so that a
+// caller naming the objects by key formats none twice).
+func validateAll[Obj validatable](kind string, objs []Obj, key func(Obj) string, lines []int) ([]string, []error) {
 	var errs []error
 	var zero Obj
-	seen := map[string]int{}
+	keys := make([]string, len(objs))
+	seen := make(map[string]int, len(objs))
 	for i, obj := range objs {
 		where := func() string { // for errors only
 			if i < len(lines) && lines[i] > 0 {
@@ -263,11 +266,12 @@ func validateAll[Obj validatable](kind string, objs []Obj, key func(Obj) string,
 			continue
 		}
 		k := key(obj)
+		keys[i] = k
 		if prev, dup := seen[k]; dup {
 			errs = append(errs, fmt.Errorf("%s: duplicate of %s[%d]", where(), kind, prev))
 			continue
 		}
 		seen[k] = i
 	}
-	return errs
+	return keys, errs
 }

@@ -60,7 +60,7 @@ routes:
 		t.Fatal(err)
 	}
 	routesKind, _ := kindByFileKey("routes")
-	errs := routesKind.validate(f.of(routesKind), f.lines["routes"])
+	_, errs := routesKind.validate(f.of(routesKind), f.lines["routes"])
 	text := ""
 	for _, e := range errs {
 		text += e.Error() + "\n"
@@ -87,7 +87,7 @@ func FuzzDecodeDesired(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if validateDesired(path, df) != nil {
+		if _, err := validateDesired(path, df); err != nil {
 			return
 		}
 		// What passes is what file mode takes, and it encodes for fleet
@@ -111,4 +111,33 @@ func FuzzDecodeDesired(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The names validation returns are the kinds' names of the objects, in
+// order: file mode's items are named by them.
+func TestValidateNames(t *testing.T) {
+	f, err := decodeDesired("desired.yaml", restartDesired(300, 50))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := validateDesired("desired.yaml", f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, k := range kinds {
+		objs, kn := f.of(k), names[k.fileKey()]
+		if len(kn) != len(objs) {
+			t.Fatalf("%s: %d names for %d objects", k.fileKey(), len(kn), len(objs))
+		}
+		for i, obj := range objs {
+			if kn[i] != k.name(obj) {
+				t.Errorf("%s[%d]: name %q, want %q", k.fileKey(), i, kn[i], k.name(obj))
+			}
+		}
+		total += len(objs)
+	}
+	if total < 350 {
+		t.Fatalf("%d objects decoded, want the file's 350 and its sysctls", total)
+	}
 }

@@ -146,7 +146,7 @@ func planAll(ctx context.Context, cfg AgentConfig, ns *Namespace, warn io.Writer
 	if err != nil {
 		return nil, err
 	}
-	if err := validateDesired(cfg.Desired, f); err != nil {
+	if _, err := validateDesired(cfg.Desired, f); err != nil {
 		return nil, err
 	}
 	db := statedb.New()

@@ -128,8 +128,9 @@ func (a fileObject) equal(b fileObject) bool {
 // both modes share, by table.
 func decodeFileItems(path string, data []byte) ([]reflector.Item[fileObject], error) {
 	f, err := decodeDesired(path, data)
+	var names map[string][]string
 	if err == nil {
-		err = validateDesired(path, f)
+		names, err = validateDesired(path, f)
 	}
 	if err != nil {
 		return nil, err
@@ -140,8 +141,9 @@ func decodeFileItems(path string, data []byte) ([]reflector.Item[fileObject], er
 	}
 	items := make([]reflector.Item[fileObject], 0, n)
 	for _, k := range kinds {
-		for _, obj := range f.of(k) {
-			items = append(items, reflector.Item[fileObject]{Table: k.tableName(), Key: k.name(obj), Value: fileObject{obj}})
+		kn := names[k.fileKey()]
+		for i, obj := range f.of(k) {
+			items = append(items, reflector.Item[fileObject]{Table: k.tableName(), Key: kn[i], Value: fileObject{obj}})
 		}
 	}
 	return items, nil
@@ -149,15 +151,19 @@ func decodeFileItems(path string, data []byte) ([]reflector.Item[fileObject], er
 
 // validateDesired validates every entry of a decoded desired file (read
 // from path) and finds duplicates: file mode's check, and `fleet apply`'s.
-func validateDesired(path string, f *desiredFile) error {
+// With no error, it returns each entry's name, by kind's file key.
+func validateDesired(path string, f *desiredFile) (map[string][]string, error) {
 	var errs []error
+	names := make(map[string][]string, len(kinds))
 	for _, k := range kinds {
-		errs = append(errs, k.validate(f.of(k), f.lines[k.fileKey()])...)
+		kn, kerrs := k.validate(f.of(k), f.lines[k.fileKey()])
+		names[k.fileKey()] = kn
+		errs = append(errs, kerrs...)
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("%s: %w", path, errors.Join(errs...))
+		return nil, fmt.Errorf("%s: %w", path, errors.Join(errs...))
 	}
-	return nil
+	return names, nil
 }
 
 // firstLoad closes its channel once the desired state was committed to the

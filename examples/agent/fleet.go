@@ -119,7 +119,7 @@ func fleetCommand() *cobra.Command {
 	return fleetcmd.Command(fleetcmd.Config{Tables: fleetTables, Program: "agent", Decode: func(path string, data []byte) (map[string]map[string][]byte, error) {
 		f, err := decodeDesired(path, data)
 		if err == nil {
-			err = validateDesired(path, f)
+			_, err = validateDesired(path, f)
 		}
 		if err != nil {
 			return nil, err

@@ -25,7 +25,7 @@ func TestFleetCodecRoundTrip(t *testing.T) {
 	}
 	f, err := decodeDesired("desired.yaml", data)
 	if err == nil {
-		err = validateDesired("desired.yaml", f)
+		_, err = validateDesired("desired.yaml", f)
 	}
 	if err != nil {
 		t.Fatal(err)

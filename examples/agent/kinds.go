@@ -122,8 +122,9 @@ type agentKind interface {
 	// without nodes (see fastdecode.go).
 	directList() directList
 	// validate checks the entries and finds duplicates ("line 7:
-	// routes[2]: ...", with lines, each entry's line, if known).
-	validate(objs []any, lines []int) []error
+	// routes[2]: ...", with lines, each entry's line, if known). With no
+	// error, names holds each entry's name (name's).
+	validate(objs []any, lines []int) (names []string, errs []error)
 	// encode is an object's name and value in the codec of both modes.
 	encode(obj any) (name string, value []byte, err error)
 	// name is an object's name in that codec (encode's name).
@@ -193,14 +194,21 @@ func anys[T any](objs []*T) []any {
 	return out
 }
 
-func (k kindOf[T, PT]) validate(objs []any, lines []int) []error {
+func (k kindOf[T, PT]) validate(objs []any, lines []int) ([]string, []error) {
 	typed := make([]PT, len(objs))
 	for i, o := range objs {
 		if o != nil {
 			typed[i] = PT(o.(*T))
 		}
 	}
-	return validateAll(k.file, typed, k.key, lines)
+	keys, errs := validateAll(k.file, typed, k.key, lines)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	for i, key := range keys {
+		keys[i] = fleetName(key)
+	}
+	return keys, nil
 }
 
 func (k kindOf[T, PT]) encode(obj any) (string, []byte, error) {
