@@ -360,11 +360,9 @@ func (t *Target) lookup(keys []RouteKey) (map[RouteKey]kernelRoute, error) {
 		family int
 		table  uint32
 	}
-	want := make(map[RouteKey]struct{}, len(keys))
 	var tables []tableOf
 	seen := map[tableOf]bool{}
 	for _, k := range keys {
-		want[k] = struct{}{}
 		tf := tableOf{netlink.FAMILY_V4, k.Table}
 		if k.Prefix.Addr().Is6() {
 			tf.family = netlink.FAMILY_V6
@@ -374,9 +372,27 @@ func (t *Target) lookup(keys []RouteKey) (map[RouteKey]kernelRoute, error) {
 			tables = append(tables, tf)
 		}
 	}
-	found := make(map[RouteKey]kernelRoute, len(keys))
-	wanted := func(k RouteKey, _ int) bool { _, ok := want[k]; return ok }
-	add := func(kr kernelRoute) { found[kr.key] = kr }
+	// The maps are made, at their full size, once the kernel lists a
+	// route: the first batch of a start, into empty tables, makes none
+	// (they were 16 MB for 50,000 routes).
+	var want map[RouteKey]struct{}
+	var found map[RouteKey]kernelRoute
+	wanted := func(k RouteKey, _ int) bool {
+		if want == nil {
+			want = make(map[RouteKey]struct{}, len(keys))
+			for _, k := range keys {
+				want[k] = struct{}{}
+			}
+		}
+		_, ok := want[k]
+		return ok
+	}
+	add := func(kr kernelRoute) {
+		if found == nil {
+			found = make(map[RouteKey]kernelRoute, len(keys))
+		}
+		found[kr.key] = kr
+	}
 	for _, tf := range tables {
 		// As list, but into found: no slice of the table's routes.
 		var err error
