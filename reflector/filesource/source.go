@@ -277,8 +277,8 @@ func (s *Source[In]) read(epoch uint64, renamed, events bool) (evs []reflector.E
 		items, err = s.cfg.Decode(path, first.data)
 	}
 	// Decoding took time: what was decoded must still be the whole file.
-	again, writing, againErr := readSnapshot(path)
-	if againErr != nil || writing || !first.same(again) {
+	same, writing, againErr := first.stillSame(path)
+	if againErr != nil || writing || !same {
 		s.cfg.Metrics.Deferred(path)
 		return nil, 0, true
 	}
