@@ -84,7 +84,13 @@ func appendAddr(k Key, a netip.Addr) Key {
 // given; callers that want 10.1.2.3/8 and 10.0.0.0/8 to be one key should
 // pass p.Masked().
 func NetIPPrefix(p netip.Prefix) Key {
-	k := appendAddr(make(Key, 0, 1+16+1), p.Addr().WithZone(""))
+	return AppendNetIPPrefix(make(Key, 0, 1+16+1), p)
+}
+
+// AppendNetIPPrefix appends NetIPPrefix(p) to k, for a key of several
+// parts built in one allocation.
+func AppendNetIPPrefix(k Key, p netip.Prefix) Key {
+	k = appendAddr(k, p.Addr().WithZone(""))
 	if !p.IsValid() {
 		return k
 	}

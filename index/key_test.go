@@ -208,6 +208,26 @@ func FuzzAddrOrder(f *testing.F) {
 	})
 }
 
+// AppendNetIPPrefix appends what NetIPPrefix returns, and allocates
+// nothing when the key has room.
+func TestAppendNetIPPrefix(t *testing.T) {
+	head := Key{1, 2, 3}
+	for _, s := range []string{"10.0.0.0/8", "0.0.0.0/0", "192.0.2.1/32", "2001:db8::/32", "::/0", "fe80::1/128"} {
+		p := netip.MustParsePrefix(s)
+		want := append(slices.Clone(head), NetIPPrefix(p)...)
+		if got := AppendNetIPPrefix(slices.Clone(head), p); !bytes.Equal(got, want) {
+			t.Errorf("%s: %x, want %x", s, got, want)
+		}
+		buf := make(Key, 0, 64)
+		if n := testing.AllocsPerRun(10, func() { buf = AppendNetIPPrefix(buf[:0], p) }); n != 0 {
+			t.Errorf("%s: %v allocations into a key with room", s, n)
+		}
+	}
+	if got := AppendNetIPPrefix(slices.Clone(head), netip.Prefix{}); !bytes.Equal(got, append(slices.Clone(head), NetIPPrefix(netip.Prefix{})...)) {
+		t.Errorf("invalid prefix: %x", got)
+	}
+}
+
 func TestSortedKeysSortValues(t *testing.T) {
 	vals := []int64{5, -3, 0, 1 << 50, -1 << 50, 7}
 	keys := make([]Key, len(vals))

@@ -79,7 +79,7 @@ func ParseRouteKeyPrefix(s string) (index.Key, error) {
 	if p.Masked() != p {
 		return nil, fmt.Errorf("route key prefix %q: prefix %s has host bits set (did you mean %s?)", s, p, p.Masked())
 	}
-	return append(key, index.NetIPPrefix(p)...), nil
+	return index.AppendNetIPPrefix(key, p), nil
 }
 
 // StatusIndex is the secondary index by reconciliation status, so that

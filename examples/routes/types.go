@@ -267,7 +267,7 @@ func (k RouteKey) Encode() index.Key {
 	// fuzz test holds the two to the same bytes).
 	key := make(index.Key, 0, 4+1+16+1+4)
 	key = binary.BigEndian.AppendUint32(key, k.Table)
-	key = append(key, index.NetIPPrefix(k.Prefix)...)
+	key = index.AppendNetIPPrefix(key, k.Prefix)
 	return binary.BigEndian.AppendUint32(key, k.Metric)
 }
 
