@@ -47,14 +47,15 @@ type recorded[Obj any] struct {
 }
 
 // kernelMarked is a target whose objects the kernel marks as the
-// target's own: a route's protocol number (rtm_protocol). Its Prune finds
-// what an earlier run applied by that mark alone, and its Delete can only
-// remove a route of its own protocol, so a record of what it applied would
-// change nothing the agent does: the agent keeps none for it. At 50,000
-// routes that record cost a start 0.1-0.2 s of CPU (encoding, checking and
-// writing 50,000 entries) and some 20 MB at its peak, and a restart a walk
+// target's own, when KernelMarksOwned says so: the routes target, whose
+// routes carry its protocol number (rtm_protocol). Its Prune finds what an
+// earlier run applied by that mark alone, and its Delete can only remove a
+// route of its own protocol, so a record of what it applied would change
+// nothing the agent does: the agent keeps none for it. At 50,000 routes
+// that record cost a start 0.1-0.2 s of CPU (encoding, checking and
+// writing 50,000 entries) and some 16 MB at its peak, and a restart a walk
 // of 50,000 records.
-type kernelMarked interface{ Protocol() int }
+type kernelMarked interface{ KernelMarksOwned() bool }
 
 // recordTarget wraps inner (see recorded) for table, keeping whichever of
 // Planner and BatchTarget inner implements. Objects are recorded as strip
@@ -67,7 +68,9 @@ func recordTarget[Obj any](inner reconciler.Target[Obj], rec *stateRecord, table
 		strip = func(o Obj) Obj { return o }
 	}
 	r := &recorded[Obj]{inner: inner, rec: rec, table: table, bucket: appliedBucket(table), key: key, strip: strip, log: log}
-	_, r.marked = inner.(kernelMarked)
+	if m, ok := inner.(kernelMarked); ok {
+		r.marked = m.KernelMarksOwned()
+	}
 	p, isPlanner := inner.(reconciler.Planner[Obj])
 	b, isBatch := inner.(reconciler.BatchTarget[Obj])
 	switch {

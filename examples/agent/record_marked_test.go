@@ -13,13 +13,13 @@ import (
 	"github.com/steadystate/steadystate/statedb"
 )
 
-// markedTarget is a batch target whose objects the kernel marks (it has
-// a protocol, as the routes target has).
+// markedTarget is a batch target whose objects the kernel marks, as the
+// routes target's.
 type markedTarget struct {
 	reconcilertest.BatchTarget[*recVal]
 }
 
-func (markedTarget) Protocol() int { return 254 }
+func (markedTarget) KernelMarksOwned() bool { return true }
 
 // A kernel-marked target's objects are not recorded: its batches and
 // single operations write nothing to the record, deletes are still logged,

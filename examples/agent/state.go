@@ -33,8 +33,12 @@ import (
 //	                   them again: a cache, dropped with the rule
 //	applied/TABLE      primary key -> the object (JSON) as last applied by
 //	                   that table's target, dropped when the target deleted
-//	                   it (see recordedTarget): what the agent changed, for
-//	                   `agent status` and for a restarted agent to know
+//	                   it (see recordTarget): what the agent changed, for a
+//	                   restarted agent's prune to remove what is no longer
+//	                   desired. Not kept for a target whose objects the
+//	                   kernel marks (routes: see kernelMarked); a bucket an
+//	                   earlier version kept for one is dropped by its
+//	                   first prune
 //
 // Every write is one bbolt transaction, synced before it returns. The
 // database is locked while open (flock); a second agent on the same state

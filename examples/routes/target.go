@@ -169,6 +169,14 @@ func (t *Target) connect() error {
 // Protocol returns the protocol number that marks the target's routes.
 func (t *Target) Protocol() int { return t.proto }
 
+// KernelMarksOwned reports true: the kernel keeps, with every route this
+// target installs, the target's protocol number, and the target's Prune
+// and Delete go by that mark alone (Prune lists the routes of its protocol
+// in every table; a delete names the protocol, so the kernel refuses
+// another's route). A program need not record what the target applied to
+// find or remove it after a restart.
+func (t *Target) KernelMarksOwned() bool { return true }
+
 // Close closes the netlink sockets. Later operations fail with
 // ErrTargetClosed. Closing twice is a no-op. It always returns nil.
 func (t *Target) Close() error {

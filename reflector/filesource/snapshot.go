@@ -23,7 +23,7 @@ type snapshot struct {
 // was a tenth of a start's allocation, and its pages were faulted in only
 // to be compared once.
 func (s snapshot) stillSame(path string) (same, writing bool, err error) {
-	f, err := os.Open(path)
+	f, err := openRead(path)
 	if err != nil {
 		return false, false, err
 	}
@@ -31,6 +31,9 @@ func (s snapshot) stillSame(path string) (same, writing bool, err error) {
 	info, err := f.Stat()
 	if err != nil {
 		return false, false, err
+	}
+	if !info.Mode().IsRegular() {
+		return false, false, fmt.Errorf("%s: not a regular file", path)
 	}
 	writing = openForWriting(f)
 	if !os.SameFile(s.info, info) || s.info.Size() != info.Size() || !s.info.ModTime().Equal(info.ModTime()) {
@@ -53,11 +56,19 @@ func (s snapshot) stillSame(path string) (same, writing bool, err error) {
 	}
 }
 
+// openRead opens path for reading without blocking: a FIFO put in the
+// file's place would block an open (and the source's lock) until some
+// process opened it for writing; so it is opened, found not regular and
+// refused. (On a regular file O_NONBLOCK changes nothing.)
+func openRead(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
+}
+
 // readSnapshot reads path and stats what it read. writing says that some
 // process holds the file open for writing (false when that cannot be
 // told).
 func readSnapshot(path string) (s snapshot, writing bool, err error) {
-	f, err := os.Open(path)
+	f, err := openRead(path)
 	if err != nil {
 		return snapshot{}, false, err
 	}

@@ -5,7 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // The lease test that tells a writer is still at work.
@@ -94,5 +97,29 @@ func TestStillSame(t *testing.T) {
 	os.Remove(path)
 	if same, _, err := s.stillSame(path); same || err == nil {
 		t.Errorf("gone: same=%v err=%v, want an error", same, err)
+	}
+}
+
+// A FIFO in the file's place is refused at once: neither read blocks
+// waiting for a writer.
+func TestFIFORefused(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	if err := os.WriteFile(path, []byte("a: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, _, err := readSnapshot(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(path)
+	if err := unix.Mkfifo(path, 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	if _, _, err := readSnapshot(path); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("readSnapshot of a FIFO: %v, want not a regular file", err)
+	}
+	if same, _, err := s.stillSame(path); same || err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("stillSame of a FIFO: same=%v, %v, want not a regular file", same, err)
 	}
 }
