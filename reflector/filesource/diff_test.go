@@ -17,9 +17,17 @@ import (
 // equal, repeated) and checks each one's events, error and revision, and
 // the version List would return, against a plain map of the latest good
 // version and the difference computed from it the obvious way.
+//
+// With background, first versions (of more than 8 items) are taken as a
+// start's are: their items made in the background while the List goes on.
 func TestDiffModel(t *testing.T) {
-	for _, withEqual := range []bool{true, false} {
-		t.Run(fmt.Sprintf("equal=%v", withEqual), func(t *testing.T) {
+	for _, c := range []struct{ withEqual, background bool }{{true, false}, {false, false}, {true, true}, {false, true}} {
+		withEqual := c.withEqual
+		t.Run(fmt.Sprintf("equal=%v/background=%v", withEqual, c.background), func(t *testing.T) {
+			if c.background {
+				defer func(n int) { fillAbove = n }(fillAbove)
+				fillAbove = 8
+			}
 			rng := rand.New(rand.NewPCG(3, 4))
 			s := &Source[int]{cfg: Config[int]{Path: "f", Metrics: NopMetrics{}, Logger: slog.New(slog.DiscardHandler)}}
 			if withEqual {
@@ -27,7 +35,12 @@ func TestDiffModel(t *testing.T) {
 			}
 			model := map[itemKey]int{}
 			var rev uint64
-			for range 2000 {
+			for n := range 2000 {
+				if c.background && n%20 == 0 {
+					// A start again: a first version.
+					s = &Source[int]{cfg: s.cfg}
+					model, rev = map[itemKey]int{}, 0
+				}
 				var items []reflector.Item[int]
 				for _, table := range []string{"a", "b"} {
 					for k := range 20 {
@@ -91,6 +104,7 @@ func TestDiffModel(t *testing.T) {
 					t.Fatalf("events %v at %d, want %v at %d", got, gotRev, want, rev)
 				}
 				var stored []reflector.Item[int]
+				s.settle()
 				for _, sl := range s.items {
 					stored = append(stored, sl.item)
 				}

@@ -2,6 +2,7 @@ package filesource
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/steadystate/steadystate/reflector"
 )
@@ -70,5 +72,66 @@ func TestListFirstVersion(t *testing.T) {
 				t.Errorf("equal %v, one version: %v at %d, %v (first kept: %v); want %v at 1", equal, items, rev, err, s.first != nil, want)
 			}
 		}
+	}
+}
+
+// A first List of a file good at once reads it without a watch (closing
+// one waits for the kernel); a file not there yet is waited for with one.
+func TestListWatchesOnlyToWait(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	if err := os.WriteFile(path, []byte("a x 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour) // settled long ago
+	if err := os.Chtimes(path, old, old); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config[int]{Path: path, Decode: decodeLines, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, rev, err := s.List(context.Background())
+	if err != nil || rev != 1 || len(items) != 1 {
+		t.Fatalf("List: %v, %d, %v; want one item at revision 1", items, rev, err)
+	}
+	if n := s.watches.Load(); n != 0 {
+		t.Fatalf("a List of a good file started %d watches, want none", n)
+	}
+
+	missing := filepath.Join(dir, "later")
+	s, err = New(Config[int]{Path: missing, Decode: decodeLines, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := make(chan error, 1)
+	go func() {
+		_, rev, err := s.List(context.Background())
+		if err == nil && rev != 1 {
+			err = fmt.Errorf("revision %d, want 1", rev)
+		}
+		listed <- err
+	}()
+	// The List waits in its watch; a rename into place ends it.
+	for s.watches.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.WriteFile(tmp, []byte("a y 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, missing); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-listed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("List did not return after the file came")
+	}
+	if n := s.watches.Load(); n != 1 {
+		t.Fatalf("a List that waited started %d watches, want 1", n)
 	}
 }

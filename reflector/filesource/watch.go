@@ -16,6 +16,7 @@ import (
 // set; false from it ends the watch). It returns nil once until (if set)
 // says so, or ctx's error when ctx ends.
 func (s *Source[In]) watch(ctx context.Context, epoch uint64, send func([]reflector.Event[In], uint64) bool, until func() bool) error {
+	s.watches.Add(1)
 	path := s.cfg.Path
 	dir := filepath.Dir(path)
 	w, err := fsnotify.NewWatcher()
