@@ -43,8 +43,44 @@ type Kind[Obj any] struct {
 }
 
 // ObjectName is the name in etcd of an object whose key reads key: a name
-// may not hold '/', which keys often have, so it is path-escaped.
-func ObjectName(key string) string { return url.PathEscape(key) }
+// may not hold '/', which keys often have, so it is path-escaped
+// (url.PathEscape's text, made in one allocation, none when nothing is
+// escaped: a file of 60,000 objects names each).
+func ObjectName(key string) string {
+	n := 0
+	for i := 0; i < len(key); i++ {
+		if !inName(key[i]) {
+			n++
+		}
+	}
+	if n == 0 {
+		return key
+	}
+	const hex = "0123456789ABCDEF"
+	b := make([]byte, 0, len(key)+2*n)
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; inName(c) {
+			b = append(b, c)
+		} else {
+			b = append(b, '%', hex[c>>4], hex[c&15])
+		}
+	}
+	return string(b)
+}
+
+// inName tells the bytes that url.PathEscape leaves as they are: the
+// unreserved ones and those a path segment may hold.
+func inName(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	switch c {
+	case '-', '_', '.', '~', '$', '&', '+', ':', '=', '@':
+		return true
+	}
+	return false
+}
 
 // keyOf is the text of an object's key from its name, for messages.
 func keyOf(name string) string {

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -127,7 +128,12 @@ func FuzzRouteKey(f *testing.F) {
 				t.Fatalf("%v printed as %q parsed back as %v, %v", k.key, k.key.String(), back, err)
 			}
 		}
-		for _, k := range []RouteKey{ka, kb} {
+		for _, k := range []RouteKey{ka, kb, {Table: ka.Table, Metric: kb.Metric}} {
+			// The text as it was first written, by concatenation.
+			text := strconv.FormatUint(uint64(k.Table), 10) + "/" + k.Prefix.String() + "/" + strconv.FormatUint(uint64(k.Metric), 10)
+			if got := k.String(); got != text {
+				t.Fatalf("%#v printed as %q, want %q", k, got, text)
+			}
 			var want index.Key
 			want = append(want, index.Uint32(k.Table)...)
 			want = append(want, index.NetIPPrefix(k.Prefix)...)

@@ -275,7 +275,22 @@ func (k RouteKey) Encode() index.Key {
 // TABLE/PREFIX/METRIC, such as "254/10.0.0.0/8/0" or
 // "100/2001:db8::/32/1024".
 func (k RouteKey) String() string {
-	return strconv.FormatUint(uint64(k.Table), 10) + "/" + k.Prefix.String() + "/" + strconv.FormatUint(uint64(k.Metric), 10)
+	b, _ := k.AppendText(make([]byte, 0, 48))
+	return string(b)
+}
+
+// AppendText appends k's text (String's) to b (encoding.TextAppender).
+// It never fails.
+func (k RouteKey) AppendText(b []byte) ([]byte, error) {
+	b = strconv.AppendUint(b, uint64(k.Table), 10)
+	b = append(b, '/')
+	if k.Prefix.IsValid() {
+		b = k.Prefix.AppendTo(b)
+	} else {
+		b = append(b, k.Prefix.String()...) // AppendTo writes nothing for the zero prefix
+	}
+	b = append(b, '/')
+	return strconv.AppendUint(b, uint64(k.Metric), 10), nil
 }
 
 // ParseRouteKey parses TABLE/PREFIX/METRIC (see RouteKey.String), as given
