@@ -125,8 +125,17 @@ func (a fileObject) equal(b fileObject) bool {
 
 // decodeFileItems is the source's decode: the file decoded and validated
 // as `fleet apply` does, then each object under its name in the codec
-// both modes share, by table.
+// both modes share, by table. A large file of the block shape is decoded
+// in two halves at once (decodeSplit), with the same result.
 func decodeFileItems(path string, data []byte) ([]reflector.Item[fileObject], error) {
+	if items, ok := decodeSplit(path, data); ok {
+		return items, nil
+	}
+	return decodeWhole(path, data)
+}
+
+// decodeWhole is decodeFileItems in one piece.
+func decodeWhole(path string, data []byte) ([]reflector.Item[fileObject], error) {
 	f, err := decodeDesired(path, data)
 	var names map[string][]string
 	if err == nil {
