@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/steadystate/steadystate/etcd/etcdtest"
 	"github.com/steadystate/steadystate/examples/netnstest"
 )
 
@@ -196,4 +197,33 @@ func copyFile(t *testing.T, from, to string, perm os.FileMode) {
 	if err := dst.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Fleet mode: READY=1 at the same moment, once every table was listed
+// from etcd and every object tried, with /readyz 200 right after it.
+func TestNotifyFleet(t *testing.T) {
+	netnstest.RequireRoot(t)
+	netnstest.RequireCommand(t, "iptables-restore")
+	bin := buildAgent(t)
+	cluster := etcdtest.StartCluster(t, etcdtest.Binary(t), 1)
+	eps := strings.Join(cluster.Endpoints(), ",")
+	fleetCLI{t: t, bin: bin, eps: eps}.apply("desired.yaml", "")
+	sock := listenNotify(t, t.TempDir())
+	a := startFleetAgentEnv(t, bin, eps, "node-0", netnstest.New(t), sock.env())
+	got := sock.until(t, "READY=1", notifyTimeout)
+	if err := a.probe("/readyz", 200, ""); err != nil {
+		t.Fatalf("right after READY=1: %v", err)
+	}
+	wantNotifications(t, got,
+		"STATUS=listing the desired state from etcd",
+		"READY=1|STATUS=ready: sysctls 3 (3 Done), routes 4 (4 Done), iptables-rules 4 (4 Done)",
+	)
+	if err := a.stop(syscall.SIGTERM); err != nil {
+		t.Fatalf("agent exit: %v", err)
+	}
+	rest, err := sock.queued()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantNotifications(t, rest, "STOPPING=1")
 }
