@@ -186,10 +186,14 @@ func (h notifyHealth) Degraded(reason string, err error) {
 // and the hook that sends STOPPING=1. It is the agent's last Invoke, so
 // its hook is the last started and the first stopped: STOPPING=1 goes
 // out when the agent begins to stop.
-func startNotify(jobs job.Group, lc cell.Lifecycle, n *notifier, rounds *firstRounds, db *statedb.DB, in kindsIn) error {
+// Its health scope says whether it notifies (off is OK: not under
+// systemd).
+func startNotify(jobs job.Group, lc cell.Lifecycle, health cell.Health, n *notifier, rounds *firstRounds, db *statedb.DB, in kindsIn) error {
 	if !n.on {
+		health.OK("off: " + envNotifySocket + " is not set")
 		return nil
 	}
+	health.OK("notifying " + os.Getenv(envNotifySocket))
 	err := jobs.Add(job.OneShot("ready", func(ctx context.Context, _ cell.Health) error {
 		select {
 		case <-rounds.Done():

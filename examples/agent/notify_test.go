@@ -218,6 +218,8 @@ func TestNotifyFleet(t *testing.T) {
 		"STATUS=listing the desired state from etcd",
 		"READY=1|STATUS=ready: sysctls 3 (3 Done), routes 4 (4 Done), iptables-rules 4 (4 Done)",
 	)
+	// Notifying, the agent is healthy (no scope Unknown) all the same.
+	waitFor(t, "healthy", a.healthy)
 	if err := a.stop(syscall.SIGTERM); err != nil {
 		t.Fatalf("agent exit: %v", err)
 	}
