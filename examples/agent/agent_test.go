@@ -77,6 +77,12 @@ func buildAgent(t testing.TB) string {
 // arguments (such as --netns NAME) in ns.
 func startAgent(t testing.TB, bin, desired string, ns netnsutil.NS, extra ...string) *agentProc {
 	t.Helper()
+	return startAgentEnv(t, bin, desired, ns, nil, extra...)
+}
+
+// startAgentEnv is startAgent with env added to the agent's environment.
+func startAgentEnv(t testing.TB, bin, desired string, ns netnsutil.NS, env []string, extra ...string) *agentProc {
+	t.Helper()
 	a := &agentProc{t: t, bin: bin, socket: filepath.Join(t.TempDir(), "agent.sock"), out: &syncBuffer{}}
 	args := []string{"run", "--desired", desired, "--socket", a.socket, "--settle-time", "50ms", "--reload-interval", "1s", "--prune-interval", "300ms", "--refresh-interval", "1h"}
 	if ns != "" {
@@ -86,6 +92,9 @@ func startAgent(t testing.TB, bin, desired string, ns netnsutil.NS, extra ...str
 	}
 	a.cmd = exec.Command(bin, append(args, extra...)...)
 	a.cmd.Stdout, a.cmd.Stderr = a.out, a.out
+	if env != nil {
+		a.cmd.Env = append(os.Environ(), env...)
+	}
 	if err := a.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -75,6 +74,7 @@ type apiParams struct {
 	Log     *slog.Logger
 	Kinds   kindsIn
 	Loaded  *firstLoad
+	Rounds  *firstRounds
 	Metrics prometheus.Gatherer
 	Fleet   *fleetcell.Node `optional:"true"` // in fleet mode
 	Repairs *repairLogs
@@ -121,12 +121,17 @@ func newAPI(p apiParams) hive.HTTPOut {
 // tables once, every table is initialized, and the reconcilers have since
 // taken every object at least once (none Pending or never reconciled;
 // objects in Error count as tried). Once ready, it stays ready: a later
-// change of the file is work, not unreadiness.
+// change of the file is work, not unreadiness. Ready is firstRounds'
+// channel closed: the first probe that finds the agent ready closes it
+// (if the first-rounds job did not yet), so /readyz answers 200 from the
+// moment READY=1 is sent to systemd (notify.go), and never before the
+// prunes may run.
 func agentReady(p apiParams) func() error {
-	var ready atomic.Bool
 	return func() error {
-		if ready.Load() {
+		select {
+		case <-p.Rounds.Done():
 			return nil
+		default:
 		}
 		select {
 		case <-p.Loaded.Done():
@@ -139,7 +144,7 @@ func agentReady(p apiParams) func() error {
 		if err := kindsReady(p.DB.ReadTxn(), p.Kinds.sorted()); err != nil {
 			return err
 		}
-		ready.Store(true)
+		p.Rounds.close()
 		return nil
 	}
 }

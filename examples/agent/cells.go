@@ -17,9 +17,10 @@ import (
 
 // agentCells assembles the agent from the example targets' cells: it gives
 // them their target configs (all in the namespace of --netns) and its
-// intervals, and adds the progress log, the status API and one source of
-// desired state: the file loader (file mode) or fleet mode's cell
-// (--etcd-endpoints); the other mode's modules are not built.
+// intervals, and adds the progress log, the status API, systemd's
+// notifications (notify.go) and one source of desired state: the file
+// loader (file mode) or fleet mode's cell (--etcd-endpoints); the other
+// mode's modules are not built.
 func agentCells() []cell.Cell {
 	return []cell.Cell{
 		statedbcell.Cell,
@@ -29,7 +30,7 @@ func agentCells() []cell.Cell {
 		cell.Module("agent", "The example node agent",
 			cell.Config(defaultConfig()),
 			fleetcell.ConfigCell,
-			cell.Provide(newNamespace, newStateRecord, newFirstLoad, newFirstRounds, newRepairLogs),
+			cell.Provide(newNamespace, newStateRecord, newFirstLoad, newFirstRounds, newRepairLogs, newNotifier),
 			kindCells(),
 			cell.Module("progress", "A progress log of each table's reconciliation",
 				cell.Invoke(startProgress),
@@ -41,6 +42,10 @@ func agentCells() []cell.Cell {
 			cell.When("fleet mode (--etcd-endpoints)", fleetcell.Config.Enabled, fleetCells),
 			cell.Module("api", "Status API on a unix socket, served by the hive's HTTP server",
 				cell.Provide(newAPI),
+			),
+			// Last: its hook is the first stopped (STOPPING=1).
+			cell.Module("notify", "Tells systemd (NOTIFY_SOCKET, Type=notify) when the agent is ready and when it stops",
+				cell.Invoke(startNotify),
 			),
 		),
 	}

@@ -19,15 +19,16 @@ import (
 // tools, in the same run, each in a fresh namespace: the agent started
 // with a new state directory on the desired file of restartDesired (the
 // sample's sysctls, n routes, m rules), from the start of its process to
-// /readyz 200 (then it must have every object Done); and `ip -batch` of
-// the same routes, then `iptables-restore --noflush` of the same rules (a
-// chain, a jump into it, the rules in the agent's order), then `sysctl -w`
-// of the sysctls, one after the other as a script would. It reports
-// cold-s and tools-s (means), x-tools (the median of the per-iteration
-// ratios cold-s / tools-s, each pair run back to back under the same
-// load) and vmhwm-MB (the highest peak RSS of a cold agent, read once it
-// had every object Done and every table pruned). -short runs the small
-// size only.
+// READY=1 on its NOTIFY_SOCKET (then /readyz must be 200, and it must
+// come to have every object Done: see restartNode.startMeasured); and
+// `ip -batch` of the same routes, then `iptables-restore --noflush` of
+// the same rules (a chain, a jump into it, the rules in the agent's
+// order), then `sysctl -w` of the sysctls, one after the other as a
+// script would. It reports cold-s and tools-s (means), x-tools (the
+// median of the per-iteration ratios cold-s / tools-s, each pair run back
+// to back under the same load) and vmhwm-MB (the highest peak RSS of a
+// cold agent, read once it had every object Done and every table
+// pruned). -short runs the small size only.
 func BenchmarkColdStart(b *testing.B) {
 	netnstest.RequireRoot(b)
 	netnstest.RequireCommand(b, "iptables-restore")

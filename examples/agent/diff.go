@@ -110,7 +110,7 @@ func runDiff(ctx context.Context, w io.Writer, cfg AgentConfig, format string) (
 	if ns.Reexec {
 		// An unprivileged sandbox: plan again inside a new user + network
 		// namespace, as run does.
-		code, err := runInUserNS(socketFor(netnsSandbox), "")
+		code, err := runInUserNS(socketFor(netnsSandbox), "", nil) // diff notifies no one
 		if err != nil {
 			return diffTrouble, err
 		}

@@ -68,6 +68,16 @@
 // Unknown scope. The agent's own metrics are steadystate_agent_* (see
 // metrics.go).
 //
+// Under systemd (a unit of Type=notify, NOTIFY_SOCKET set; see notify.go)
+// the agent sends READY=1 once, at the moment /readyz turns 200 (the first
+// desired state in every table and every object of it tried once, in
+// either mode), with each table's counts by status as its STATUS;
+// STATUS lines before (loading the file, a rejected file and why) and
+// after (each file loaded or rejected); STOPPING=1 when it begins to
+// stop. An unprivileged agent's sandboxed child notifies through the
+// process systemd started (notifyRelay). A failed notification is logged
+// once and changes nothing.
+//
 // Every flag of `agent run` can be set from the environment with the
 // prefix STEADYSTATE_AGENT_ (STEADYSTATE_AGENT_NETNS=host); the hive reads
 // them, and a flag on the command line wins.
@@ -91,6 +101,7 @@
 //	  fleet          fleet mode (fleet.go): a reflector per table from
 //	                 etcd, the node's status published under a lease
 //	  api            the status API's handlers and socket
+//	  notify         READY=1 and STOPPING=1 to systemd (NOTIFY_SOCKET)
 //
 // The agent gives the example cells their target configs (all in the
 // namespace of --netns) and decorates their reconciler configs with its
@@ -108,8 +119,8 @@
 // objects. It registers an initializer on each table and marks it done
 // after the first good load, so no reconciler prunes before the file was
 // read; the prunes also wait until every object of that first load was
-// tried once (/readyz 200), so that none competes with the first rounds
-// (firstrounds.go). It applies only a whole file (see watch.go: fsnotify on the file's
+// tried once (/readyz 200, READY=1), so that none competes with the first
+// rounds (firstrounds.go). It applies only a whole file (see watch.go: fsnotify on the file's
 // directory, --settle-time, a re-read after parsing, no writer holding the
 // file open, --reload-interval as a fallback poll); write the file via
 // rename to be safe. An empty file, or one that does not parse or

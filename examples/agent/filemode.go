@@ -46,6 +46,7 @@ type fileParams struct {
 	Log        *slog.Logger
 	Registerer prometheus.Registerer
 	FirstLoad  *firstLoad
+	Notify     *notifier
 }
 
 // newFileSource makes the file's source and the reflector of the three
@@ -69,10 +70,11 @@ func newFileSource(p fileParams) (*filesource.Source[fileObject], error) {
 		// 0 is "read at once" for the agent, the default for the source.
 		SettleTime:   max(p.Config.SettleTime, time.Nanosecond),
 		PollInterval: p.Config.ReloadInterval,
-		Health:       p.Health.NewScope("desired-file"),
-		Metrics:      m,
-		Logger:       p.Log,
-		EmptyHint:    "write `{}` to remove all desired state",
+		// Its loads and rejections are also the agent's STATUS to systemd.
+		Health:    notifyHealth{Health: p.Health.NewScope("desired-file"), n: p.Notify},
+		Metrics:   m,
+		Logger:    p.Log,
+		EmptyHint: "write `{}` to remove all desired state",
 	})
 	if err != nil {
 		return nil, err

@@ -91,12 +91,22 @@ func (f fleetCLI) waitApplied(rev int64, nodes ...string) fleetcmd.Report {
 // startFleetAgent starts `agent run` in fleet mode as node on ns.
 func startFleetAgent(t *testing.T, bin, eps, node string, ns netnsutil.NS, extra ...string) *agentProc {
 	t.Helper()
+	return startFleetAgentEnv(t, bin, eps, node, ns, nil, extra...)
+}
+
+// startFleetAgentEnv is startFleetAgent with env added to the agent's
+// environment.
+func startFleetAgentEnv(t *testing.T, bin, eps, node string, ns netnsutil.NS, env []string, extra ...string) *agentProc {
+	t.Helper()
 	dir := t.TempDir()
 	a := &agentProc{t: t, bin: bin, socket: filepath.Join(dir, "agent.sock"), out: &syncBuffer{}, ns: ns}
 	a.cmd = exec.Command(bin, "run", "--etcd-endpoints", eps, "--node", node, "--netns", filepath.Base(string(ns)),
 		"--socket", a.socket, "--state-dir", filepath.Join(dir, "state"), "--status-ttl", "3s",
 		"--prune-interval", "300ms", "--refresh-interval", "300ms")
 	a.cmd.Args = append(a.cmd.Args, extra...)
+	if env != nil {
+		a.cmd.Env = append(os.Environ(), env...)
+	}
 	a.cmd.Stdout, a.cmd.Stderr = a.out, a.out
 	if err := a.cmd.Start(); err != nil {
 		t.Fatal(err)

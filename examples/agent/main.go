@@ -99,7 +99,7 @@ func runCommand() *cobra.Command {
 		}
 		if ns.Reexec {
 			log.Info("Not root: running in a new user + network namespace; the host is not changed")
-			code, err := runInUserNS(cfg.SocketPath(), cfg.StateDirPath())
+			code, err := runInUserNS(cfg.SocketPath(), cfg.StateDirPath(), run.notify)
 			if err != nil {
 				return err
 			}
@@ -135,6 +135,11 @@ func runCommand() *cobra.Command {
 			l.Reload()
 		})
 		defer stop()
+		if fleetMode {
+			run.notify.Status("listing the desired state from etcd")
+		} else {
+			run.notify.Status("loading the desired state from " + cfg.Desired)
+		}
 		return h.Run()
 	}
 	return cmd
@@ -217,10 +222,11 @@ where NS is "sandbox", "host" or "netns-NAME".`,
 
 // runParts are what the run command needs from the populated hive.
 type runParts struct {
-	ns    *Namespace
-	cfg   AgentConfig
-	fleet fleetcell.Config
-	l     *filesource.Source[fileObject] // nil in fleet mode
+	ns     *Namespace
+	cfg    AgentConfig
+	fleet  fleetcell.Config
+	l      *filesource.Source[fileObject] // nil in fleet mode
+	notify *notifier
 }
 
 // runIn is what take takes: the file's source exists in file mode only.
@@ -230,8 +236,11 @@ type runIn struct {
 	Config AgentConfig
 	Fleet  fleetcell.Config
 	Loader *filesource.Source[fileObject] `optional:"true"`
+	Notify *notifier
 }
 
 // take keeps the parts: an Invoke of the hive, a named method so that
 // `run cells` shows what it is.
-func (p *runParts) take(in runIn) { p.ns, p.cfg, p.fleet, p.l = in.NS, in.Config, in.Fleet, in.Loader }
+func (p *runParts) take(in runIn) {
+	p.ns, p.cfg, p.fleet, p.l, p.notify = in.NS, in.Config, in.Fleet, in.Loader, in.Notify
+}

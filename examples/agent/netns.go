@@ -124,8 +124,10 @@ func loUp() error {
 // SIGINT, SIGTERM and SIGHUP on, and returns its exit code. The socket
 // and the state directory go along in the environment (the hive reads
 // flags from there), because inside, the user is root and their defaults
-// would differ.
-func runInUserNS(socket, stateDir string) (int, error) {
+// would differ. With NOTIFY_SOCKET set, the child's notifications come
+// to this process, which sends them on (notifyRelay): systemd watches
+// this one.
+func runInUserNS(socket, stateDir string, n *notifier) (int, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return 1, err
@@ -135,6 +137,24 @@ func runInUserNS(socket, stateDir string) (int, error) {
 	cmd.Env = append(os.Environ(), envSandboxed+"=1", envSocket+"="+socket)
 	if stateDir != "" {
 		cmd.Env = append(cmd.Env, envStateDir+"="+stateDir)
+	}
+	if n != nil && n.on {
+		// A relay that cannot start leaves the child the real socket
+		// (enough with NotifyAccess=all), never stops the agent.
+		if relay, err := startNotifyRelay(n); err != nil {
+			n.log.Warn("Cannot relay the sandboxed agent's notifications; it sends them from its own process", "error", err)
+		} else {
+			// Closed once the child has exited (runInUserNS returns
+			// after its Wait): everything it sent is sent on.
+			defer func() {
+				if err := relay.Close(); err != nil {
+					n.log.Warn("Relaying the sandboxed agent's notifications", "error", err)
+				}
+			}()
+			// The last value of a variable in Env is the one the child
+			// gets.
+			cmd.Env = append(cmd.Env, envNotifySocket+"="+relay.Path())
+		}
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET,

@@ -26,7 +26,7 @@ import (
 var restartLarge = flag.Bool("restart.large", false, "TestRestartWritesNothing: also at 50,000 routes and 10,000 rules")
 
 // restartBudget is the most a restart over an unchanged state may take
-// from the start of the process to /readyz 200.
+// from the start of the process to READY=1 (then /readyz is 200).
 const restartBudget = time.Second
 
 // restartSysctls are the sample's sysctls (desired.yaml).
@@ -93,7 +93,7 @@ func startRestartNode(tb testing.TB, ns netnsutil.NS, desired string, n, m int) 
 }
 
 // start starts the agent and returns how long it took to be Ready
-// (/readyz 200), then waits until every object is Done and every table
+// (READY=1, see startMeasured), then waits until every object is Done and every table
 // was pruned once (nothing is left that a restart would do later).
 func (s *restartNode) start() time.Duration {
 	took, _ := s.startMeasured()
@@ -101,22 +101,15 @@ func (s *restartNode) start() time.Duration {
 }
 
 // startMeasured is start, also returning whether the agent was starved
-// of CPU until it was Ready (see starved).
+// of CPU until it was Ready (see starved). Ready is READY=1 on its
+// NOTIFY_SOCKET (startReady, which checks /readyz 200 right after it):
+// the moment the agent knows, not the next of polls that would quantise
+// it and take CPU from the start they wait for.
 func (s *restartNode) startMeasured() (time.Duration, bool) {
 	s.tb.Helper()
 	machine := machineTicks(s.tb)
-	start := time.Now()
-	s.agent = startAgent(s.tb, s.bin, s.desired, s.ns, "--netns", filepath.Base(string(s.ns)), "--state-dir", s.state)
-	deadline := start.Add(2 * time.Minute)
-	for s.agent.probe("/readyz", 200, "") != nil {
-		if time.Now().After(deadline) {
-			s.tb.Fatalf("not Ready within 2 minutes:\n%s", s.agent.out.String())
-		}
-		// Often enough to measure, not so often that the probes (each
-		// counts the objects not reconciled yet) slow the agent down.
-		time.Sleep(10 * time.Millisecond)
-	}
-	took := time.Since(start)
+	a, _, took, _ := startReady(s.tb, s.bin, s.desired, s.ns, 2*time.Minute, "--netns", filepath.Base(string(s.ns)), "--state-dir", s.state)
+	s.agent = a
 	hungry := starved(s.tb, s.agent.cmd.Process.Pid, machine, took)
 	waitFor(s.tb, "every object Done and every table pruned", func() error {
 		r, err := s.agent.status()
@@ -357,7 +350,8 @@ func TestRestartWritesNothing(t *testing.T) {
 }
 
 // BenchmarkRestart measures a restart (SIGTERM) over an unchanged state:
-// restart-s is the time from the start of the new process to /readyz 200,
+// restart-s is the time from the start of the new process to READY=1
+// (then /readyz is 200),
 // cold-s the first start's, and vmhwm-MB the restarted agent's peak RSS.
 // Each restart is checked as in TestRestartWritesNothing. -short skips
 // the large size.

@@ -53,6 +53,7 @@ func startLoaderFixture(t *testing.T, cfg AgentConfig) *loaderFixture {
 				func() reconciler.Reconciler[*routes.Route] { return nopReconciler[*routes.Route]{} },
 				func() reconciler.Reconciler[*iptables.Rule] { return nopReconciler[*iptables.Rule]{} },
 				newFirstLoad,
+				newNotifier,
 			),
 			kindRuntimes(),
 			fileModeCells,
@@ -308,7 +309,16 @@ func TestAgentReady(t *testing.T) {
 	cfg := defaultConfig()
 	cfg.Desired, cfg.SettleTime = path, 0
 	f := startLoaderFixture(t, cfg)
-	ready := agentReady(apiParams{Config: cfg, DB: f.db, Kinds: f.kinds, Loaded: f.first})
+	rounds := newFirstRounds()
+	ready := agentReady(apiParams{Config: cfg, DB: f.db, Kinds: f.kinds, Loaded: f.first, Rounds: rounds})
+	closed := func() bool {
+		select {
+		case <-rounds.Done():
+			return true
+		default:
+			return false
+		}
+	}
 	if err := ready(); err == nil || !strings.Contains(err.Error(), "not applied yet") {
 		t.Fatalf("before the file exists: %v", err)
 	}
@@ -336,14 +346,29 @@ func TestAgentReady(t *testing.T) {
 	markAll(t, wtxn, f.routes, (*routes.Route).SetStatus, reconciler.StatusError(errors.New("ENODEV")))
 	markAll(t, wtxn, f.rules, (*iptables.Rule).SetStatus, reconciler.StatusDone())
 	wtxn.Commit()
+	if closed() {
+		t.Fatal("the first rounds were done before a probe found every object tried")
+	}
 	if err := ready(); err != nil {
 		t.Fatalf("all tried: %v", err)
+	}
+	// The probe that found it ready closed the first rounds (READY=1 to
+	// systemd and the prunes follow them).
+	if !closed() {
+		t.Fatal("ready, but the first rounds are not done")
 	}
 	wtxn = f.db.WriteTxn(f.sysctls, f.routes, f.rules)
 	markAll(t, wtxn, f.sysctls, (*sysctl.Sysctl).SetStatus, reconciler.StatusPending())
 	wtxn.Commit()
 	if err := ready(); err != nil {
 		t.Fatalf("ready is for good, new work or not: %v", err)
+	}
+	// And the first rounds done (by the first-rounds job, say) are ready,
+	// whatever the tables hold.
+	other := newFirstRounds()
+	other.close()
+	if err := agentReady(apiParams{Config: cfg, DB: f.db, Kinds: f.kinds, Loaded: newFirstLoad(), Rounds: other})(); err != nil {
+		t.Fatalf("first rounds done: %v", err)
 	}
 }
 
