@@ -109,8 +109,8 @@ func ExampleChangeIterator() {
 // Find the route that covers an address: a longest-prefix-match index.
 func ExampleLPMIndex() {
 	byCover := statedb.LPMIndex[*Route]{
-		Name:       "cover",
-		FromObject: func(r *Route) []netip.Prefix { return []netip.Prefix{r.Prefix} },
+		Name:   "cover",
+		Prefix: func(r *Route) netip.Prefix { return r.Prefix }, // FromObject for several
 	}
 	db := statedb.New()
 	routes, err := statedb.NewTable(db, "routes", byPrefix, byCover)

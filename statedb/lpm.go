@@ -51,6 +51,13 @@ type LPMIndex[Obj any] struct {
 	// FromObject returns the object's prefixes: zero or more.
 	FromObject func(obj Obj) []netip.Prefix
 
+	// Prefix, set instead of FromObject, returns the object's one prefix
+	// (an invalid one, such as the zero netip.Prefix, for none). An
+	// object's write then builds its key in the transaction's buffer: no
+	// slice of prefixes nor key is allocated for it (a routes table's
+	// covering index took four allocations for each status written).
+	Prefix func(obj Obj) netip.Prefix
+
 	// Unique is true when no two objects share a prefix. An Insert that
 	// would break it fails with ErrUniqueConstraint.
 	Unique bool
@@ -94,6 +101,12 @@ func (i LPMIndex[Obj]) isUnique() bool    { return i.Unique }
 func (i LPMIndex[Obj]) isLPM()            {}
 
 func (i LPMIndex[Obj]) fromObject(obj Obj) index.KeySet {
+	if i.Prefix != nil {
+		if p := i.Prefix(obj); p.IsValid() {
+			return index.NewKeySet(lpmKey(p))
+		}
+		return index.KeySet{}
+	}
 	prefixes := i.FromObject(obj)
 	switch len(prefixes) {
 	case 0:
@@ -124,10 +137,28 @@ func (i LPMIndex[Obj]) fromString(s string) (index.Key, error) {
 }
 
 func (i LPMIndex[Obj]) valid() error {
-	if i.FromObject == nil {
-		return fmt.Errorf("%w: index %q has no FromObject", ErrInvalidIndex, i.Name)
+	switch {
+	case i.FromObject == nil && i.Prefix == nil:
+		return fmt.Errorf("%w: index %q has no FromObject (or Prefix)", ErrInvalidIndex, i.Name)
+	case i.FromObject != nil && i.Prefix != nil:
+		return fmt.Errorf("%w: index %q has both FromObject and Prefix: set one", ErrInvalidIndex, i.Name)
 	}
 	return nil
+}
+
+// keyAppender is, for an index with Prefix, the function that appends an
+// object's key to a buffer (ok false: the object has none); nil otherwise.
+func (i LPMIndex[Obj]) keyAppender() func(dst []byte, obj Obj) ([]byte, bool) {
+	if i.Prefix == nil {
+		return nil
+	}
+	return func(dst []byte, obj Obj) ([]byte, bool) {
+		p := i.Prefix(obj)
+		if !p.IsValid() {
+			return dst, false
+		}
+		return lpmAppendKey(dst, p), true
+	}
 }
 
 // parseLPMKey parses "10.1.2.3" (a full-length prefix) or "10.0.0.0/8".

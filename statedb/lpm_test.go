@@ -35,7 +35,18 @@ var (
 		FromObject: func(o *lpmObject) []netip.Prefix { return o.Prefixes },
 		Unique:     true,
 	}
+	// lpmOne and lpmOneUnique index an object's first prefix through
+	// Prefix (the objects of their tables have at most one).
+	lpmOne       = LPMIndex[*lpmObject]{Name: "first", Prefix: firstPrefix}
+	lpmOneUnique = LPMIndex[*lpmObject]{Name: "first", Prefix: firstPrefix, Unique: true}
 )
+
+func firstPrefix(o *lpmObject) netip.Prefix {
+	if len(o.Prefixes) == 0 {
+		return netip.Prefix{}
+	}
+	return o.Prefixes[0]
+}
 
 func newLPMTable(t testing.TB, db *DB, name string, idx LPMIndex[*lpmObject]) RWTable[*lpmObject] {
 	t.Helper()
@@ -352,9 +363,12 @@ func checkLPM(t *testing.T, g lpmGen, txn ReadTxn, tbl Table[*lpmObject], idx LP
 }
 
 // TestLPMModel runs random inserts, deletes, aborts and commits against
-// two LPM tables (a non-unique index of several prefixes per object, and
-// a unique one) and compares every read with a brute-force scan, in the
-// committed snapshots and inside the write transactions.
+// four LPM tables (a non-unique index of several prefixes per object, a
+// unique one, and both again of one prefix per object through Prefix,
+// whose writes build keys in the transaction's buffers) and compares every
+// read with a brute-force scan, in the committed snapshots and inside the
+// write transactions. An insert writes a new object, or one with the
+// prefixes its ID has (a status written: the key stays).
 func TestLPMModel(t *testing.T) {
 	seed := testSeed(t)
 	g := lpmGen{rand.New(rand.NewPCG(seed, 15))}
@@ -366,11 +380,13 @@ func TestLPMModel(t *testing.T) {
 	}{
 		{newLPMTable(t, db, "multi", lpmMulti), lpmMulti, lpmModel{}},
 		{newLPMTable(t, db, "unique", lpmUnique), lpmUnique, lpmModel{}},
+		{newLPMTable(t, db, "one", lpmOne), lpmOne, lpmModel{}},
+		{newLPMTable(t, db, "oneunique", lpmOneUnique), lpmOneUnique, lpmModel{}},
 	}
-	rounds := envInt(t, "LPM_MODEL_ROUNDS", 150)
-	var revs [2]Revision
+	rounds := envInt(t, "LPM_MODEL_ROUNDS", 300)
+	var revs [4]Revision
 	for round := range rounds {
-		ti := round % 2
+		ti := round % len(tables)
 		tt := &tables[ti]
 		wtxn := db.WriteTxn(tt.tbl)
 		m := lpmModel{}
@@ -383,6 +399,12 @@ func TestLPMModel(t *testing.T) {
 			switch op := g.r.IntN(10); {
 			case op < 6:
 				o := g.object(id)
+				if cur := m[id].obj; cur != nil && g.r.IntN(3) == 0 {
+					o.Prefixes = slices.Clone(cur.Prefixes) // the same keys
+				}
+				if tt.idx.Prefix != nil {
+					o.Prefixes = o.Prefixes[:min(1, len(o.Prefixes))]
+				}
 				_, _, err := tt.tbl.Insert(wtxn, o)
 				conflict := false
 				if tt.idx.Unique {
@@ -493,7 +515,8 @@ func TestLPMWatch(t *testing.T) {
 	t.Logf("spurious closes: %d of %d watches", spurious, total)
 }
 
-// TestLPMIndexErrors: an LPM index cannot be primary, needs FromObject,
+// TestLPMIndexErrors: an LPM index cannot be primary, needs FromObject
+// or Prefix (not both),
 // and its text keys are addresses or prefixes.
 func TestLPMIndexErrors(t *testing.T) {
 	db := New()
@@ -502,6 +525,9 @@ func TestLPMIndexErrors(t *testing.T) {
 	}
 	if _, err := NewTable(db, "b", lpmIDIndex, LPMIndex[*lpmObject]{Name: "p"}); !errors.Is(err, ErrInvalidIndex) {
 		t.Errorf("LPM index without FromObject: err %v, want ErrInvalidIndex", err)
+	}
+	if _, err := NewTable(db, "c", lpmIDIndex, LPMIndex[*lpmObject]{Name: "p", FromObject: lpmMulti.FromObject, Prefix: firstPrefix}); !errors.Is(err, ErrInvalidIndex) || !strings.Contains(err.Error(), "both") {
+		t.Errorf("LPM index with FromObject and Prefix: err %v, want ErrInvalidIndex saying both", err)
 	}
 	for _, tc := range []struct {
 		key  string
@@ -726,5 +752,52 @@ func TestLPMGetAllocs(t *testing.T) {
 		if allocs != 0 && !raceEnabled {
 			t.Errorf("Get(%s) allocates %v times, want 0", a, allocs)
 		}
+	}
+}
+
+// An object written again with its prefix (a status written) costs a
+// Prefix index one allocation, its entry's new leaf, and a FromObject
+// index four more (a slice of prefixes and a key, for the old object and
+// the new): the Prefix index builds both keys in the transaction's
+// buffers.
+func TestLPMPrefixWriteAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocations are counted without -race")
+	}
+	db := New()
+	plain := newLPMTable(t, db, "plain", lpmOne)
+	tables := map[string]RWTable[*lpmObject]{"none": nil, "prefix": plain}
+	var err error
+	if tables["none"], err = NewTable(db, "none", lpmIDIndex); err != nil {
+		t.Fatal(err)
+	}
+	if tables["fromobject"], err = NewTable(db, "fromobject", lpmIDIndex, LPMIndex[*lpmObject]{Name: "first", FromObject: func(o *lpmObject) []netip.Prefix { return []netip.Prefix{firstPrefix(o)} }}); err != nil {
+		t.Fatal(err)
+	}
+	allocs := map[string]float64{}
+	for name, tbl := range tables {
+		wtxn := db.WriteTxn(tbl)
+		objs := make([]*lpmObject, 102) // a warm-up run, then 100
+		for i := range objs {
+			objs[i] = &lpmObject{ID: 7, Prefixes: []netip.Prefix{pfx("10.1.2.0/24")}}
+		}
+		if _, _, err := tbl.Insert(wtxn, objs[0]); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		allocs[name] = testing.AllocsPerRun(100, func() {
+			n++
+			if _, _, err := tbl.Insert(wtxn, objs[n]); err != nil {
+				t.Fatal(err)
+			}
+		})
+		wtxn.Abort()
+	}
+	t.Logf("allocations per write: %v", allocs)
+	if got := allocs["prefix"] - allocs["none"]; got != 1 {
+		t.Errorf("a Prefix index costs a write %v allocations (%v), want 1", got, allocs)
+	}
+	if got := allocs["fromobject"] - allocs["none"]; got <= 1 {
+		t.Errorf("a FromObject index costs a write %v allocations (%v), want more than a Prefix index's 1", got, allocs)
 	}
 }

@@ -196,6 +196,11 @@ type table[Obj any] struct {
 	*tableMeta
 	primary   Indexer[Obj]
 	secondary []Indexer[Obj]
+	// appendKey holds, for each secondary index whose objects have at
+	// most one key that it can append to a buffer (an LPMIndex with
+	// Prefix), that function; nil elsewhere. A write builds such keys in
+	// the transaction's buffers (table_write.go).
+	appendKey []func(dst []byte, obj Obj) ([]byte, bool)
 	// isPointer is set when Obj is a pointer type; only then can inserting
 	// the stored object again be detected cheaply.
 	isPointer bool
@@ -252,6 +257,15 @@ func NewTable[Obj any](db *DB, name string, primary Indexer[Obj], secondary ...I
 		t.tracked = append(t.tracked, true)
 		t.lpm = append(t.lpm, isLPM(idx))
 		t.plain = append(t.plain, idx.isUnique() && !isLPM(idx))
+	}
+	for _, idx := range secondary {
+		var f func(dst []byte, obj Obj) ([]byte, bool)
+		if a, ok := idx.(interface {
+			keyAppender() func(dst []byte, obj Obj) ([]byte, bool)
+		}); ok {
+			f = a.keyAppender()
+		}
+		t.appendKey = append(t.appendKey, f)
 	}
 	// Reserved indexes: nobody watches them directly (LowerBoundWatch uses
 	// the table-wide channel), so their channels are not tracked.

@@ -106,6 +106,10 @@ func (t *table[Obj]) write(tt *txnTable, pk index.Key, obj Obj, op string) (old 
 
 	for i, idx := range t.secondary {
 		pos := i + 1
+		if appendKey := t.appendKey[i]; appendKey != nil {
+			t.writeOneKey(tt, pos, appendKey, pk, obj, old, hadOld, newObj)
+			continue
+		}
 		newKeys := idx.fromObject(obj)
 		itxn := tt.txn(pos)
 		if hadOld {
@@ -127,6 +131,30 @@ func (t *table[Obj]) write(tt *txnTable, pk index.Key, obj Obj, op string) (old 
 		})
 	}
 	return old, hadOld, nil
+}
+
+// writeOneKey is write's update of secondary index pos, whose objects have
+// at most one key, built by appendKey in tt's buffers: an object written
+// again with the key it had (a status written) replaces its entry, one
+// whose key changed moves, and nothing is allocated for the keys. It does
+// what the KeySet path does for such an index; the index is not unique
+// (an LPMIndex: checkUnique covers a unique one's keys before the write).
+func (t *table[Obj]) writeOneKey(tt *txnTable, pos int, appendKey func([]byte, Obj) ([]byte, bool), pk index.Key, obj, old Obj, hadOld bool, newObj object) {
+	itxn := tt.txn(pos)
+	var newKey []byte
+	hasNew := false
+	tt.keyBufs[0], hasNew = appendKey(tt.keyBufs[0][:0], obj)
+	newKey = tt.keyBufs[0]
+	if hadOld {
+		oldKey, hasOld := appendKey(tt.keyBufs[1][:0], old)
+		tt.keyBufs[1] = oldKey
+		if hasOld && (!hasNew || !bytes.Equal(oldKey, newKey)) {
+			itxn.Delete(t.secondaryTreeKey(tt, pos, oldKey, pk))
+		}
+	}
+	if hasNew {
+		itxn.InsertCopy(t.secondaryTreeKey(tt, pos, newKey, pk), newObj)
+	}
 }
 
 // checkUnique fails if a key of obj in a unique secondary index belongs to

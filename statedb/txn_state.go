@@ -65,6 +65,9 @@ type txnTable struct {
 	// replacing an object whose keys stay allocates none for them.
 	scratch []byte
 	revBuf  [8]byte
+	// keyBufs hold an object's old and new key in an index of one key
+	// (table.appendKey) while a write compares them.
+	keyBufs [2][]byte
 
 	bigIndexes []tree // the working trees of a table of many indexes
 	txnsBuf    [inlineIndexes]*treeTxn

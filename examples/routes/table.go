@@ -96,8 +96,8 @@ var StatusIndex = reconciler.StatusIndex((*Route).GetStatus)
 // same key (prefix, table, metric) conflict, which the primary index
 // refuses.
 var CoveringIndex = statedb.LPMIndex[*Route]{
-	Name:       "covering",
-	FromObject: func(r *Route) []netip.Prefix { return []netip.Prefix{r.Prefix} },
+	Name:   "covering",
+	Prefix: func(r *Route) netip.Prefix { return r.Prefix },
 }
 
 // Lookup returns the desired route of routing table rtTable (0: main) that
