@@ -82,8 +82,9 @@
 // On a non-unique index an object appears once per key it has, and the
 // objects of one key come in primary key order. An LPMIndex indexes
 // objects by netip.Prefix (one per object through its Prefix, several
-// through its FromObject; unique or not, IPv4 and IPv6 apart); on it Get and List answer the longest-prefix match ("the
-// route that covers 10.1.2.3") and Prefix the prefixes within a prefix. The
+// through its FromObject; unique or not, IPv4 and IPv6 apart); on it Get
+// and List answer the longest-prefix match ("the route that covers
+// 10.1.2.3") and Prefix the prefixes within a prefix. The
 // HTTP API names the reads it serves by QueryOp (QueryGet, QueryList,
 // QueryPrefix, QueryLowerBound, QueryReverseLowerBound, QueryLast, and
 // QueryLPM for List on an LPM index); its table dump is All.

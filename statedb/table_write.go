@@ -137,8 +137,9 @@ func (t *table[Obj]) write(tt *txnTable, pk index.Key, obj Obj, op string) (old 
 // at most one key, built by appendKey in tt's buffers: an object written
 // again with the key it had (a status written) replaces its entry, one
 // whose key changed moves, and nothing is allocated for the keys. It does
-// what the KeySet path does for such an index; the index is not unique
-// (an LPMIndex: checkUnique covers a unique one's keys before the write).
+// what the KeySet path does for such an index, unique or not: its tree
+// keys hold the primary key (an LPMIndex's do), and checkUnique covers a
+// unique one's key before the write.
 func (t *table[Obj]) writeOneKey(tt *txnTable, pos int, appendKey func([]byte, Obj) ([]byte, bool), pk index.Key, obj, old Obj, hadOld bool, newObj object) {
 	itxn := tt.txn(pos)
 	var newKey []byte
