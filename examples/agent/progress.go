@@ -72,7 +72,7 @@ func watchProgress[Obj any](jobs job.Group, db *statedb.DB, table statedb.Table[
 		// hash: a start's 120,000 changes made a string of each key they
 		// added, and the map took 4 MB. Two keys of one hash (at 10^6
 		// keys, odds of 1 in 10^7) would only mislabel a line of this
-		// log, never a status.
+		// log and shift its summary's counts by one, never a status.
 		seen := map[uint64]bool{} // by key's hash: waiting
 		seenPeak := 0             // see shrink.Map
 		seed := maphash.MakeSeed()
