@@ -63,7 +63,12 @@ func TestFleetStatus(t *testing.T) {
 	pubs[0].Publish(etcd.NodeStatus{Revision: rev, Objects: map[string]int{"Done": 1}})
 	pubs[1].Publish(etcd.NodeStatus{Revision: rev, Objects: map[string]int{"Done": 1}})
 	pubs[2].Publish(etcd.NodeStatus{Revision: rev, Objects: map[string]int{"Error": 1}, Errors: []string{"a: boom"}})
-	v = waitView(t, c, l, "2 applied", func(v etcd.View) bool { n, _ := v.Applied(rev); return n == 2 })
+	// The three publish on their own: wait for n2's error too, not only
+	// for the two that applied.
+	v = waitView(t, c, l, "2 applied, n2 failed", func(v etcd.View) bool {
+		n, _ := v.Applied(rev)
+		return n == 2 && len(v.Nodes) == 3 && v.Nodes[2].Node == "n2" && len(v.Nodes[2].Errors) > 0
+	})
 	if got := v.Summary(rev); got != fmt.Sprintf("applied on 2 of 3 nodes at revision %d", rev) {
 		t.Fatalf("summary %q", got)
 	}
