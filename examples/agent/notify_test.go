@@ -19,6 +19,21 @@ import (
 // the machine may be loaded.
 const notifyTimeout = 2 * time.Minute
 
+// stopNotified stops a with SIGTERM and returns what it sent since the
+// last read of sock, which must be STOPPING=1 alone.
+func stopNotified(t *testing.T, a *agentProc, sock *notifySocket) []notification {
+	t.Helper()
+	if err := a.stop(syscall.SIGTERM); err != nil {
+		t.Fatalf("agent exit: %v", err)
+	}
+	rest, err := sock.queued()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantNotifications(t, rest, "STOPPING=1")
+	return rest
+}
+
 // wantNotifications checks got's lines, in order, against want (each a
 // notification's lines joined by "|").
 func wantNotifications(t *testing.T, got []notification, want ...string) {
@@ -56,14 +71,7 @@ func TestNotifyReadyAndStopping(t *testing.T) {
 	if err != nil || !strings.Contains(out, "nosuch0") || !strings.Contains(out, "Error") {
 		t.Fatalf("db show routes: %v\n%s", err, out)
 	}
-	if err := a.stop(syscall.SIGTERM); err != nil {
-		t.Fatalf("agent exit: %v", err)
-	}
-	rest, err := sock.queued()
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantNotifications(t, rest, "STOPPING=1")
+	rest := stopNotified(t, a, sock)
 	if rest[0].pid != a.cmd.Process.Pid {
 		t.Fatalf("STOPPING=1 from pid %d, want the agent's %d", rest[0].pid, a.cmd.Process.Pid)
 	}
@@ -162,14 +170,7 @@ func TestNotifyFromSandboxedChild(t *testing.T) {
 		"STATUS=loaded "+desired+": 0 objects (version 1)",
 		"READY=1|STATUS=ready: sysctls 0, routes 0, iptables-rules 0",
 	)
-	if err := a.stop(syscall.SIGTERM); err != nil {
-		t.Fatalf("agent exit: %v", err)
-	}
-	rest, err := sock.queued()
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantNotifications(t, rest, "STOPPING=1")
+	rest := stopNotified(t, a, sock)
 	for _, m := range append(got, rest...) {
 		if m.pid != a.cmd.Process.Pid {
 			t.Fatalf("notification %v not from the process started, %d", m, a.cmd.Process.Pid)
@@ -220,12 +221,5 @@ func TestNotifyFleet(t *testing.T) {
 	)
 	// Notifying, the agent is healthy (no scope Unknown) all the same.
 	waitFor(t, "healthy", a.healthy)
-	if err := a.stop(syscall.SIGTERM); err != nil {
-		t.Fatalf("agent exit: %v", err)
-	}
-	rest, err := sock.queued()
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantNotifications(t, rest, "STOPPING=1")
+	stopNotified(t, a, sock)
 }
