@@ -16,7 +16,10 @@ type Index[Obj any, Key any] struct {
 	Name string
 
 	// FromObject returns the object's keys in this index: exactly one for a
-	// primary index, zero or more for a secondary index.
+	// primary index, zero or more for a secondary index. It must depend on
+	// the object only (objects are immutable once stored): a non-unique
+	// index's keys are computed when the index replays the write (see
+	// deferred_index.go), possibly at Commit or on another goroutine.
 	FromObject func(obj Obj) index.KeySet
 
 	// FromKey encodes a query key; it must encode the same way as

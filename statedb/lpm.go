@@ -48,7 +48,9 @@ type LPMIndex[Obj any] struct {
 	// of Index.Name applies.
 	Name string
 
-	// FromObject returns the object's prefixes: zero or more.
+	// FromObject returns the object's prefixes: zero or more. Like
+	// Prefix, it must depend on the object only: a non-unique index's
+	// keys are computed when it replays the write (see Index.FromObject).
 	FromObject func(obj Obj) []netip.Prefix
 
 	// Prefix, set instead of FromObject, returns the object's one prefix

@@ -369,7 +369,9 @@ func checkLPM(t *testing.T, g lpmGen, txn ReadTxn, tbl Table[*lpmObject], idx LP
 // read with a brute-force scan, in the committed snapshots and inside the
 // write transactions. An insert writes a new object, or one with the
 // prefixes its ID has (a status written: the key stays).
-func TestLPMModel(t *testing.T) {
+func TestLPMModel(t *testing.T) { forEachReplay(t, testLPMModel) }
+
+func testLPMModel(t *testing.T) {
 	seed := testSeed(t)
 	g := lpmGen{rand.New(rand.NewPCG(seed, 15))}
 	db := New()
@@ -759,7 +761,8 @@ func TestLPMGetAllocs(t *testing.T) {
 // Prefix index one allocation, its entry's new leaf, and a FromObject
 // index four more (a slice of prefixes and a key, for the old object and
 // the new): the Prefix index builds both keys in the transaction's
-// buffers.
+// buffers. The writes are deferred (deferred_index.go): each run replays
+// its write too.
 func TestLPMPrefixWriteAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocations are counted without -race")
@@ -790,6 +793,7 @@ func TestLPMPrefixWriteAllocs(t *testing.T) {
 			if _, _, err := tbl.Insert(wtxn, objs[n]); err != nil {
 				t.Fatal(err)
 			}
+			wtxn.(*writeTxn).s.flushAll()
 		})
 		wtxn.Abort()
 	}

@@ -476,7 +476,9 @@ type modelSnapshot struct {
 	at     int // commit number
 }
 
-func TestModel(t *testing.T) {
+func TestModel(t *testing.T) { forEachReplay(t, testModel) }
+
+func testModel(t *testing.T) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	ops := envInt(t, "STATEDB_MODEL_OPS", 4000)

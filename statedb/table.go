@@ -30,6 +30,11 @@ type tableMeta struct {
 	// (unique indexes but LPM ones); elsewhere it is the index key, a
 	// terminator and the primary key (see appendNonUnique).
 	plain []bool
+	// deferred is set where writes are recorded and replayed later (the
+	// non-unique secondary indexes; see deferred_index.go); replayIndex
+	// replays them.
+	deferred    []bool
+	replayIndex func(itxn *treeTxn, pos int, log *writeLog, from int, ks *keyScratch)
 
 	// primaryKeyOf returns the primary key of a stored object.
 	primaryKeyOf func(o object) index.Key
@@ -158,6 +163,7 @@ func (e *tableEntry) root(i int) *treeNode {
 		if i == e.meta.revisionIndex() {
 			e.wt.revFlush()
 		}
+		e.wt.flushIndex(i)
 		if t := e.wt.txns[i]; t != nil {
 			return t.Root()
 		}
@@ -177,6 +183,7 @@ func (e *tableEntry) snapshot(i int) *treeNode {
 		if i == e.meta.revisionIndex() {
 			e.wt.revFlush()
 		}
+		e.wt.flushIndex(i)
 		if t := e.wt.txns[i]; t != nil {
 			e.indexes[i] = t.Freeze()
 		}
@@ -257,6 +264,7 @@ func NewTable[Obj any](db *DB, name string, primary Indexer[Obj], secondary ...I
 		t.tracked = append(t.tracked, true)
 		t.lpm = append(t.lpm, isLPM(idx))
 		t.plain = append(t.plain, idx.isUnique() && !isLPM(idx))
+		t.deferred = append(t.deferred, i > 0 && !idx.isUnique())
 	}
 	for _, idx := range secondary {
 		var f func(dst []byte, obj Obj) ([]byte, bool)
@@ -274,6 +282,8 @@ func NewTable[Obj any](db *DB, name string, primary Indexer[Obj], secondary ...I
 	t.tracked = append(t.tracked, false, false, false)
 	t.lpm = append(t.lpm, false, false, false)
 	t.plain = append(t.plain, true, true, true)
+	t.deferred = append(t.deferred, false, false, false)
+	t.tableMeta.replayIndex = t.replayLog
 
 	if err := db.registerTable(t.tableMeta); err != nil {
 		return nil, err

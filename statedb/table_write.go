@@ -104,8 +104,13 @@ func (t *table[Obj]) write(tt *txnTable, pk index.Key, obj Obj, op string) (old 
 		}
 	}
 
+	deferred := false
 	for i, idx := range t.secondary {
 		pos := i + 1
+		if t.deferred[pos] {
+			deferred = true
+			continue
+		}
 		if appendKey := t.appendKey[i]; appendKey != nil {
 			t.writeOneKey(tt, pos, appendKey, pk, obj, old, hadOld, newObj)
 			continue
@@ -129,6 +134,9 @@ func (t *table[Obj]) write(tt *txnTable, pk index.Key, obj Obj, op string) (old 
 				itxn.InsertCopy(t.secondaryTreeKey(tt, pos, k, pk), newObj)
 			}
 		})
+	}
+	if deferred {
+		tt.record(secWrite{pk: pk, old: oldObj, new: newObj, hadOld: hadOld, hasNew: true})
 	}
 	return old, hadOld, nil
 }
@@ -243,12 +251,20 @@ func (t *table[Obj]) removeIndexed(tt *txnTable, pk index.Key, oldObj object) {
 	tt.dirty, tt.changed = true, true
 	tt.revRemove(oldObj.revision)
 	old := t.obj(oldObj)
+	deferred := false
 	for i, idx := range t.secondary {
 		pos := i + 1
+		if t.deferred[pos] {
+			deferred = true
+			continue
+		}
 		itxn := tt.txn(pos)
 		idx.fromObject(old).Foreach(func(k index.Key) {
 			itxn.Delete(t.secondaryTreeKey(tt, pos, k, pk))
 		})
+	}
+	if deferred {
+		tt.record(secWrite{pk: pk, old: oldObj, hadOld: true})
 	}
 	if t.trackers.count.Load() > 0 {
 		dead := object{ptr: oldObj.ptr, revision: rev}

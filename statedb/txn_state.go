@@ -68,6 +68,18 @@ type txnTable struct {
 	// keyBufs hold an object's old and new key in an index of one key
 	// (table.appendKey) while a write compares them.
 	keyBufs [2][]byte
+	// secLog holds the writes the deferred indexes have yet to replay;
+	// secDone[pos] is how many of them index pos has (deferred_index.go).
+	// keys are the buffers of replays on the transaction's goroutine.
+	secLog  writeLog
+	secDone []int
+	keys    keyScratch
+	// async is the replay running on a goroutine of its own, if any;
+	// secAsync the writes handed to replays so far; asyncKeys that
+	// goroutine's buffers.
+	async     *asyncReplay
+	secAsync  int
+	asyncKeys keyScratch
 
 	bigIndexes []tree // the working trees of a table of many indexes
 	txnsBuf    [inlineIndexes]*treeTxn
@@ -142,6 +154,11 @@ func (tt *txnTable) start(c *tableEntry) {
 	} else {
 		tt.txns = make([]*treeTxn, n)
 	}
+	if cap(tt.secDone) >= n {
+		tt.secDone = tt.secDone[:n]
+	} else {
+		tt.secDone = make([]int, n)
+	}
 }
 
 // clear drops every reference of a finished transaction.
@@ -149,6 +166,7 @@ func (tt *txnTable) start(c *tableEntry) {
 // cleared on every transaction, and a bulk clear of its buffers would cost
 // more than the rest of a small commit).
 func (tt *txnTable) clear() {
+	tt.clearLog() // first: it waits for a replay that uses the trees
 	for i, t := range tt.txns {
 		if t != nil {
 			t.Discard()
@@ -218,14 +236,16 @@ func (tt *txnTable) ownInit() *tableInit {
 func (s *txnState) freeze() []chan struct{} {
 	closeAfter := s.closeBuf[:0]
 	for i := range s.tables {
-		tt := &s.tables[i]
-		e := &tt.entry
 		// Always, not only when objects were written: a change iterator's
 		// Next leaves the collection to the writer that holds the table
 		// (see collectGraveyardNow). It returns at once when the graveyard
 		// is empty.
-		tt.collectGraveyard()
-		tt.revFlush()
+		s.tables[i].collectGraveyard()
+	}
+	s.flushAll()
+	for i := range s.tables {
+		tt := &s.tables[i]
+		e := &tt.entry
 		e.wt = nil
 		if !tt.dirty {
 			continue
@@ -241,6 +261,17 @@ func (s *txnState) freeze() []chan struct{} {
 		}
 	}
 	return closeAfter
+}
+
+// flushAll brings every table's deferred and revision indexes up to date
+// (in parallel when there is much to do).
+func (s *txnState) flushAll() {
+	var buf [inlineTables]*txnTable
+	tables := buf[:0]
+	for i := range s.tables {
+		tables = append(tables, &s.tables[i])
+	}
+	flushDeferred(tables)
 }
 
 // notify closes the watch channels of what the committed writes replaced.
