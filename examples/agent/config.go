@@ -44,6 +44,10 @@ type AgentConfig struct {
 	// again and any drift repaired: a backstop, since the targets report
 	// drift as it happens (a route deleted by hand, a sysctl changed).
 	RefreshInterval time.Duration
+	// MemoryBudget is the memory the Go runtime may use before its
+	// collector must run (a soft limit, in GOMEMLIMIT's syntax; "0" is
+	// none): see membudget.go.
+	MemoryBudget string
 }
 
 // Defaults of `agent run`'s intervals.
@@ -75,6 +79,7 @@ func defaultConfig() AgentConfig {
 		// is repaired within ten minutes, by refreshing objects at a
 		// limited rate rather than all at once.
 		RefreshInterval: DefaultRefreshInterval,
+		MemoryBudget:    DefaultMemoryBudget,
 	}
 }
 
@@ -88,6 +93,7 @@ func (def AgentConfig) Flags(fs *pflag.FlagSet) {
 	fs.Duration("reload-interval", def.ReloadInterval, "how often to read the desired file without a change notification (fallback)")
 	fs.Duration("prune-interval", def.PruneInterval, "how often to prune what the agent applied and is no longer desired (the first runs after the first load)")
 	fs.Duration("refresh-interval", def.RefreshInterval, "age after which an applied object is checked again and any drift repaired (a backstop: the targets report drift as it happens)")
+	fs.String("memory-budget", def.MemoryBudget, "memory the Go runtime may use before its garbage collector must run (a soft limit, as GOMEMLIMIT; raised to 1.5x the live heap if that is larger; 0 for none; off if GOGC or GOMEMLIMIT is set)")
 }
 
 // Validate implements the config check of hive.
@@ -103,6 +109,9 @@ func (c AgentConfig) Validate() error {
 	}
 	if c.RefreshInterval <= 0 {
 		return fmt.Errorf("--refresh-interval: must be positive, got %v", c.RefreshInterval)
+	}
+	if _, err := parseBytes(c.MemoryBudget); err != nil {
+		return fmt.Errorf("--memory-budget: %w", err)
 	}
 	return nil
 }

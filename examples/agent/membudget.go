@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/steadystate/steadystate/hive/cell"
+	"github.com/steadystate/steadystate/hive/job"
+)
+
+// The agent's memory budget (--memory-budget) is how much memory the Go
+// runtime may use before the garbage collector must run: a soft limit
+// (runtime/debug.SetMemoryLimit), as GOMEMLIMIT sets one.
+//
+// A start loads the whole desired state into a heap that was empty: its
+// heap only grows, and with the default GOGC=100 the collector ran eight
+// times in the first 0.3 s of a start of 50,000 routes and 10,000 rules,
+// each marking everything loaded so far and slowing the goroutines that
+// allocate (mark assists) on the start's critical path. So until the
+// first rounds are done (the agent is Ready) the collector runs only when
+// the budget is reached (GOGC off); after that, at GOGC=100 as usual,
+// within the budget. Either way memory follows live data, not the budget:
+// after every collection the limit becomes max(budget, 1.5 x the live
+// heap), so a desired state too large for the budget makes the collector
+// run as often as GOGC=50 would, never back to back.
+//
+// GOGC or GOMEMLIMIT in the environment is the operator's own choice: the
+// budget is then off, as it is with --memory-budget 0.
+
+// DefaultMemoryBudget is the default of --memory-budget: room for a start
+// of 50,000 routes and 10,000 rules (a live heap of about 100 MB) with the
+// collector run once or twice, and a peak RSS within 200 MB.
+const DefaultMemoryBudget = "170MiB"
+
+// liveShare is the live heap's largest share of the limit (2/3: the
+// limit is at least 1.5 x the live heap).
+const liveNum, liveDen = 3, 2
+
+// memBudget applies a memory budget; see above.
+type memBudget struct {
+	budget int64
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	limit   int64 // the soft limit set
+	started bool  // the first rounds are done: GOGC=100
+	stopped bool  // no more adjustments (tests)
+	sample  []metrics.Sample
+}
+
+// parseBytes reads a size as GOMEMLIMIT writes one: a number of bytes with
+// an optional unit B, KiB, MiB, GiB or TiB; "0" or "off" is none (0).
+func parseBytes(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	if t == "off" || t == "0" {
+		return 0, nil
+	}
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"B", 1}} {
+		if strings.HasSuffix(t, u.suffix) {
+			t, mult = strings.TrimSuffix(t, u.suffix), u.mult
+			break
+		}
+	}
+	t = strings.TrimSpace(t)
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || t[0] < '0' || t[0] > '9' || n > math.MaxInt64/mult {
+		return 0, fmt.Errorf("%q is not a size (bytes, or a number with B, KiB, MiB, GiB or TiB; 0 or off for none)", s)
+	}
+	return n * mult, nil
+}
+
+// startMemoryBudget applies --memory-budget from now on: the collector
+// off (up to the budget) until the first rounds are done, then GOGC=100
+// within it. It is a no-op if the budget is off or the environment sets
+// GOGC or GOMEMLIMIT.
+func startMemoryBudget(jobs job.Group, cfg AgentConfig, rounds *firstRounds, log *slog.Logger) error {
+	budget, err := parseBytes(cfg.MemoryBudget)
+	if err != nil {
+		return fmt.Errorf("--memory-budget: %w", err)
+	}
+	if budget == 0 {
+		return nil
+	}
+	for _, env := range []string{"GOGC", "GOMEMLIMIT"} {
+		if os.Getenv(env) != "" {
+			log.Info("The memory budget is off: the environment sets "+env, "memory-budget", cfg.MemoryBudget)
+			return nil
+		}
+	}
+	m := newMemBudget(budget, log)
+	return jobs.Add(job.OneShot("memory-budget", func(ctx context.Context, _ cell.Health) error {
+		select {
+		case <-rounds.Done():
+			m.ready()
+		case <-ctx.Done():
+		}
+		return nil
+	}))
+}
+
+// newMemBudget turns the collector off up to budget and watches every
+// collection from now on.
+func newMemBudget(budget int64, log *slog.Logger) *memBudget {
+	m := &memBudget{budget: budget, log: log, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
+	m.mu.Lock()
+	m.limit = budget
+	debug.SetMemoryLimit(budget)
+	debug.SetGCPercent(-1)
+	m.mu.Unlock()
+	m.watchNextGC()
+	return m
+}
+
+// ready is the end of the start: the collector at GOGC=100, within the
+// limit.
+func (m *memBudget) ready() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.started || m.stopped {
+		return
+	}
+	m.started = true
+	debug.SetGCPercent(100)
+}
+
+// gcSentinel is an object whose cleanup runs after the collection that
+// found it unreachable: made anew each time, it reports each collection.
+type gcSentinel struct{ _ [2]*int }
+
+// watchNextGC calls afterGC after the next collection, and so on.
+func (m *memBudget) watchNextGC() {
+	runtime.AddCleanup(&gcSentinel{}, func(m *memBudget) {
+		if m.afterGC() {
+			m.watchNextGC()
+		}
+	}, m)
+}
+
+// afterGC sets the limit to max(budget, 1.5 x live heap) and tells
+// whether to watch on.
+func (m *memBudget) afterGC() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stopped {
+		return false
+	}
+	metrics.Read(m.sample)
+	live := int64(m.sample[0].Value.Uint64())
+	limit := max(m.budget, live/liveDen*liveNum)
+	if limit != m.limit {
+		if limit > m.budget && m.limit == m.budget {
+			m.log.Info("The live heap outgrew the memory budget: the limit follows it", "live-MiB", live>>20, "budget-MiB", m.budget>>20, "limit-MiB", limit>>20)
+		}
+		m.limit = limit
+		debug.SetMemoryLimit(limit)
+	}
+	return true
+}
+
+// stop ends the adjustments and gives the runtime back its settings of
+// before (GOGC=100, no limit); for tests.
+func (m *memBudget) stop() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.stopped = true
+	debug.SetGCPercent(100)
+	debug.SetMemoryLimit(math.MaxInt64)
+}
