@@ -93,7 +93,7 @@ func (def AgentConfig) Flags(fs *pflag.FlagSet) {
 	fs.Duration("reload-interval", def.ReloadInterval, "how often to read the desired file without a change notification (fallback)")
 	fs.Duration("prune-interval", def.PruneInterval, "how often to prune what the agent applied and is no longer desired (the first runs after the first load)")
 	fs.Duration("refresh-interval", def.RefreshInterval, "age after which an applied object is checked again and any drift repaired (a backstop: the targets report drift as it happens)")
-	fs.String("memory-budget", def.MemoryBudget, "memory the Go runtime may use before its garbage collector must run (a soft limit, as GOMEMLIMIT; raised to 1.5x the live heap if that is larger; 0 for none; off if GOGC or GOMEMLIMIT is set)")
+	fs.String("memory-budget", def.MemoryBudget, "memory the Go runtime may use before its garbage collector must run (a soft limit, as GOMEMLIMIT; raised to 1.25x the live heap if that is larger; 0 for none; off if GOGC or GOMEMLIMIT is set)")
 }
 
 // Validate implements the config check of hive.
