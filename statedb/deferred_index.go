@@ -135,7 +135,12 @@ func (tt *txnTable) startReplay() {
 	if tt.async != nil {
 		select {
 		case <-tt.async.done:
-			tt.waitReplay()
+			if tt.async.panicked != nil {
+				// Raised by the next read of an index or the Commit,
+				// not by this write.
+				return
+			}
+			tt.async = nil
 		default:
 			return // still running
 		}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/steadystate/steadystate/hive/cell"
 	"github.com/steadystate/steadystate/hive/job"
@@ -28,10 +29,13 @@ import (
 // allocate (mark assists) on the start's critical path. So until the
 // first rounds are done (the agent is Ready) the collector runs only when
 // the budget is reached (GOGC off); after that, at GOGC=100 as usual,
-// within the budget. Either way memory follows live data, not the budget:
-// after every collection the limit becomes max(budget, 1.25 x the live
-// heap), so a desired state too large for the budget makes the collector
-// run as often as GOGC=25 would, never back to back.
+// within the budget (or at most a minute after the start, ready or not).
+// Before Ready a start keeps its garbage up to the budget; after, memory
+// follows live data: after every collection the limit becomes
+// max(budget, 1.25 x the live heap), so a desired state too large for the
+// budget makes the collector run about as often as GOGC=25 would (less
+// headroom if the runtime holds much besides the live heap: stacks,
+// fragmentation), not without end.
 //
 // GOGC or GOMEMLIMIT in the environment is the operator's own choice: the
 // budget is then off, as it is with --memory-budget 0.
@@ -103,16 +107,31 @@ func startMemoryBudget(jobs job.Group, cfg AgentConfig, rounds *firstRounds, log
 			return nil
 		}
 	}
-	m := newMemBudget(budget, log)
 	return jobs.Add(job.OneShot("memory-budget", func(ctx context.Context, _ cell.Health) error {
+		// At Start, not when the hive is built: a process that builds
+		// the hive and never starts it (the parent of an unprivileged
+		// sandbox agent) keeps the runtime's defaults.
+		m := newMemBudget(budget, log)
+		defer m.stop()
+		timer := time.NewTimer(startGCOffMax)
+		defer timer.Stop()
 		select {
 		case <-rounds.Done():
-			m.ready()
+		case <-timer.C:
+			log.Info("Not ready after "+startGCOffMax.String()+": the collector at GOGC=100 within the memory budget from now on", "memory-budget", cfg.MemoryBudget)
 		case <-ctx.Done():
+			return nil
 		}
+		m.ready()
+		<-ctx.Done()
 		return nil
 	}))
 }
+
+// startGCOffMax is the longest the collector stays off: an agent that
+// never gets ready (etcd unreachable, no good desired state) must not
+// hold its garbage up to the budget for good.
+const startGCOffMax = time.Minute
 
 // newMemBudget turns the collector off up to budget and watches every
 // collection from now on.
@@ -173,8 +192,8 @@ func (m *memBudget) afterGC() bool {
 	return true
 }
 
-// stop ends the adjustments and gives the runtime back its settings of
-// before (GOGC=100, no limit); for tests.
+// stop ends the adjustments and gives the runtime back its defaults
+// (GOGC=100, no limit), when the agent stops.
 func (m *memBudget) stop() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
