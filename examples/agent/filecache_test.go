@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 
 	"github.com/steadystate/steadystate/internal/memtest"
 	"github.com/steadystate/steadystate/reflector"
@@ -312,5 +313,66 @@ func TestEntryCacheFillInBackground(t *testing.T) {
 		}) {
 			t.Fatal("the edit decoded from the cache differs from its whole decode")
 		}
+	}
+}
+
+// With idle set, a first version's fill waits for it: nothing is filled
+// while the agent starts; an edit before idle closes fills the cache
+// first and is decoded from it.
+func TestEntryCacheFillWaitsForIdle(t *testing.T) {
+	first := restartDesired(500, 50)
+	edited := bytes.Replace(first, []byte("prefix: 10.0.3.0/24\n"), []byte("prefix: 10.200.3.0/24\n"), 1)
+	synctest.Test(t, func(t *testing.T) {
+		idle := make(chan struct{})
+		c := newEntryCache(fileKeyList(), decodeFileItems)
+		c.idle = idle
+		if _, err := c.decode("desired.yaml", first); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if fillDone(c) {
+			t.Fatal("the first version's cache was filled before idle closed")
+		}
+		got, err := c.decode("desired.yaml", edited) // before idle: fills first
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.served != 1 {
+			t.Fatalf("the edit was not decoded from the cache (%d from it)", c.served)
+		}
+		want, _ := decodeFileItems("desired.yaml", edited)
+		if !slices.EqualFunc(got, want, func(a, b reflector.Item[fileObject]) bool {
+			return a.Table == b.Table && a.Key == b.Key && a.Value.equal(b.Value)
+		}) {
+			t.Fatal("the edit decoded from the cache differs from its whole decode")
+		}
+
+		// A second cache, whose idle closes: filled then.
+		idle2 := make(chan struct{})
+		c2 := newEntryCache(fileKeyList(), decodeFileItems)
+		c2.idle = idle2
+		if _, err := c2.decode("desired.yaml", first); err != nil {
+			t.Fatal(err)
+		}
+		close(idle2)
+		synctest.Wait()
+		if !fillDone(c2) {
+			t.Fatal("the first version's cache was not filled once idle closed")
+		}
+		close(idle)
+	})
+}
+
+// fillDone tells whether c's first fill has ended (without waiting for
+// it, nor making it start).
+func fillDone(c *entryCache[fileObject]) bool {
+	c.mu.Lock()
+	done := c.filling
+	c.mu.Unlock()
+	select {
+	case <-done:
+		return true
+	default:
+		return false
 	}
 }

@@ -47,6 +47,7 @@ type fileParams struct {
 	Registerer prometheus.Registerer
 	FirstLoad  *firstLoad
 	Notify     *notifier
+	Rounds     *firstRounds
 }
 
 // newFileSource makes the file's source and the reflector of the three
@@ -63,9 +64,25 @@ func newFileSource(p fileParams) (*filesource.Source[fileObject], error) {
 	if err != nil {
 		return nil, err
 	}
+	// What the first version leaves for the next (the file source's map
+	// of it, the edit cache) waits until the agent is ready, or stops.
+	idle := make(chan struct{})
+	if err := p.Reflect.Jobs.Add(job.OneShot("idle-after-start", func(ctx context.Context, _ cell.Health) error {
+		select {
+		case <-p.Rounds.Done():
+		case <-ctx.Done():
+		}
+		close(idle)
+		return nil
+	})); err != nil {
+		return nil, err
+	}
+	cache := newEntryCache(fileKeyList(), decodeFileItems)
+	cache.idle = idle
 	src, err := filesource.New(filesource.Config[fileObject]{
 		Path:   p.Config.Desired,
-		Decode: newEntryCache(fileKeyList(), decodeFileItems).decode,
+		Decode: cache.decode,
+		Idle:   idle,
 		Equal:  fileObject.equal,
 		// 0 is "read at once" for the agent, the default for the source.
 		SettleTime:   max(p.Config.SettleTime, time.Nanosecond),

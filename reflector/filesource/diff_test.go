@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"testing/synctest"
 
 	"github.com/steadystate/steadystate/reflector"
 )
@@ -20,10 +21,12 @@ import (
 //
 // With background, first versions (of more than 8 items) are taken as a
 // start's are: their items made in the background while the List goes on.
+// With idle too, that work waits for a Config.Idle that never closes, so
+// the next version makes it.
 func TestDiffModel(t *testing.T) {
-	for _, c := range []struct{ withEqual, background bool }{{true, false}, {false, false}, {true, true}, {false, true}} {
+	for _, c := range []struct{ withEqual, background, idle bool }{{true, false, false}, {false, false, false}, {true, true, false}, {false, true, false}, {true, true, true}} {
 		withEqual := c.withEqual
-		t.Run(fmt.Sprintf("equal=%v/background=%v", withEqual, c.background), func(t *testing.T) {
+		t.Run(fmt.Sprintf("equal=%v/background=%v/idle=%v", withEqual, c.background, c.idle), func(t *testing.T) {
 			if c.background {
 				defer func(n int) { fillAbove = n }(fillAbove)
 				fillAbove = 8
@@ -32,6 +35,9 @@ func TestDiffModel(t *testing.T) {
 			s := &Source[int]{cfg: Config[int]{Path: "f", Metrics: NopMetrics{}, Logger: slog.New(slog.DiscardHandler)}}
 			if withEqual {
 				s.cfg.Equal = func(a, b int) bool { return a == b }
+			}
+			if c.idle {
+				s.cfg.Idle = make(chan struct{}) // never closed
 			}
 			model := map[itemKey]int{}
 			var rev uint64
@@ -131,4 +137,46 @@ func mapsKeys[V any](m map[itemKey]V) iter.Seq[itemKey] {
 			}
 		}
 	}
+}
+
+// A large first version's map waits for Config.Idle: nothing is made
+// until it closes (the start keeps its cores), then it is.
+func TestIdleDefersFirstMap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		defer func(n int) { fillAbove = n }(fillAbove)
+		fillAbove = 8
+		idle := make(chan struct{})
+		s := &Source[int]{cfg: Config[int]{Path: "f", Metrics: NopMetrics{}, Logger: slog.New(slog.DiscardHandler), Idle: idle}}
+		var items []reflector.Item[int]
+		for k := range 20 {
+			items = append(items, reflector.Item[int]{Table: "a", Key: fmt.Sprint(k), Value: k})
+		}
+		s.mu.Lock()
+		c, err := s.diff("f", items)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.take(items, c, false)
+		filled := s.filling
+		s.mu.Unlock()
+		if filled == nil {
+			t.Fatal("the first version of 20 items was not left to the background")
+		}
+		synctest.Wait()
+		if len(filled) != 0 {
+			t.Fatal("the first version's map was made before Idle closed")
+		}
+		close(idle)
+		synctest.Wait()
+		if len(filled) != 1 {
+			t.Fatal("the first version's map was not made once Idle closed")
+		}
+		s.mu.Lock()
+		s.settle()
+		n := len(s.items)
+		s.mu.Unlock()
+		if n != 20 {
+			t.Fatalf("the map holds %d items, want 20", n)
+		}
+	})
 }

@@ -52,6 +52,12 @@ type Config[In any] struct {
 	// the program's format says "nothing desired", e.g. "write `{}` to
 	// remove all desired state".
 	EmptyHint string
+	// Idle, if set, closes when the program has the cores to spare: the
+	// work a large first version leaves for the next one (the map the
+	// next version is compared with) waits for it, or for the next
+	// version, whichever comes first, instead of competing with the
+	// program's start. nil: that work starts at once, in the background.
+	Idle <-chan struct{}
 }
 
 // Defaults of Config.
@@ -111,20 +117,34 @@ type Source[In any] struct {
 	// n is how many items the latest good version has.
 	n int
 	// filling, if not nil, sends items once a first version's are made
-	// (in the background: see take); settle waits for it.
+	// (in the background: see take); settle waits for it, once it closed
+	// fillNow (the work may wait for Config.Idle until then).
 	filling chan map[itemKey]*slot[In]
+	fillNow chan struct{}
 }
 
 // fillAbove is how many items a first version needs for its items to be
 // made in the background (a variable for tests).
 var fillAbove = 4096
 
+// idleOrNow is what the background work waits for: Config.Idle, or
+// nothing (a closed channel) without one.
+func (s *Source[In]) idleOrNow() <-chan struct{} {
+	if s.cfg.Idle != nil {
+		return s.cfg.Idle
+	}
+	return closedChan
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 // settle waits for the items being made in the background, if any. s.mu
 // is held; every use of s.items comes after it.
 func (s *Source[In]) settle() {
 	if s.filling != nil {
+		close(s.fillNow)
 		s.items = shrink.Map(<-s.filling, &s.peak) // its peak
-		s.filling = nil
+		s.filling, s.fillNow = nil, nil
 	}
 }
 
@@ -462,16 +482,20 @@ func (s *Source[In]) take(items []reflector.Item[In], c change, events bool) ([]
 		}
 		if background = !events && len(c.put) >= fillAbove; background {
 			// items and c are the source's, and no one changes them.
-			filled := make(chan map[itemKey]*slot[In], 1)
-			s.filling = filled
-			go func(gen uint64) {
+			filled, now := make(chan map[itemKey]*slot[In], 1), make(chan struct{})
+			s.filling, s.fillNow = filled, now
+			go func(gen uint64, idle <-chan struct{}) {
+				select {
+				case <-idle: // closed without an Idle: at once
+				case <-now:
+				}
 				m := make(map[itemKey]*slot[In], len(c.put))
 				for _, i := range c.put {
 					it := items[i]
 					m[itemKey{it.Table, it.Key}] = &slot[In]{item: it, seen: gen}
 				}
 				filled <- m
-			}(s.gen)
+			}(s.gen, s.idleOrNow())
 		} else {
 			s.items = make(map[itemKey]*slot[In], len(c.put))
 		}
