@@ -52,7 +52,7 @@ type entryCache[V any] struct {
 	// done: it runs in the background (see decode), and the cache is its
 	// until then.
 	filling chan struct{}
-	fillNow chan struct{} // closed by waitFill: the fill may wait for idle until then
+	fillNow chan struct{}                         // closed by waitFill: the fill may wait for idle until then
 	gen     uint64                                // the decode in progress
 	entries map[string]map[string]*cachedEntry[V] // by top-level key, by entry text
 	names   map[nameKey]*cachedEntry[V]           // the same entries by table and name, once a version has new ones
