@@ -79,10 +79,10 @@ func withAgent[Obj any](rc reconciler.Config[Obj], cfg AgentConfig, rec *stateRe
 }
 
 // startProgress adds the progress log's jobs, one per table.
-func startProgress(jobs job.Group, db *statedb.DB, log *slog.Logger, in kindsIn) error {
+func startProgress(jobs job.Group, db *statedb.DB, log *slog.Logger, in kindsIn, rounds *firstRounds) error {
 	var errs []error
 	for _, k := range in.sorted() {
-		errs = append(errs, k.progress(jobs, db, log))
+		errs = append(errs, k.progress(jobs, db, log, rounds.Done()))
 	}
 	return errors.Join(errs...)
 }

@@ -305,7 +305,7 @@ type kindRuntime struct {
 	status   func(statedb.ReadTxn) tableStatus
 	ready    func(statedb.ReadTxn) error
 	watch    func(statedb.ReadTxn) <-chan struct{} // closes on any change of the table
-	progress func(jobs job.Group, db *statedb.DB, log *slog.Logger) error
+	progress func(jobs job.Group, db *statedb.DB, log *slog.Logger, started <-chan struct{}) error
 }
 
 func (k kindOf[T, PT]) constructs(ctor any) bool {
@@ -353,8 +353,8 @@ func (k kindOf[T, PT]) runtime(t statedb.RWTable[PT], r reconciler.Reconciler[PT
 					_, w := t.AllWatch(txn)
 					return w
 				},
-				progress: func(jobs job.Group, db *statedb.DB, log *slog.Logger) error {
-					return watchProgress(jobs, db, t, r, log, getStatus)
+				progress: func(jobs job.Group, db *statedb.DB, log *slog.Logger, started <-chan struct{}) error {
+					return watchProgress(jobs, db, t, r, log, getStatus, started)
 				},
 			},
 			Fleet: fleetcell.Kind[PT]{Table: t, Reconciler: r,

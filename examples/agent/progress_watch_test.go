@@ -43,7 +43,7 @@ func testProgressNewsAndRefreshes(t *testing.T) {
 				wtxn := d.WriteTxn(t)
 				done = t.RegisterInitializer(wtxn, "test")
 				wtxn.Commit()
-				return watchProgress(jobs, d, statedb.Table[*routes.Route](t), reconciler.Reconciler[*routes.Route](nopReconciler[*routes.Route]{}), log, (*routes.Route).GetStatus)
+				return watchProgress(jobs, d, statedb.Table[*routes.Route](t), reconciler.Reconciler[*routes.Route](nopReconciler[*routes.Route]{}), log, (*routes.Route).GetStatus, nil)
 			}),
 		),
 	)
@@ -107,4 +107,56 @@ func testProgressNewsAndRefreshes(t *testing.T) {
 	if lines := step(4, `msg="All 3 routes reconciled" applied=1 removed=0`); !strings.Contains(lines, `msg="Done: route`) {
 		t.Fatalf("route 3 added again is news:\n%s", lines)
 	}
+}
+
+// Until the start is over (started closes), the progress job does not
+// read the changes at each commit: a start's routes, written Pending and
+// then Done, are counted once it is over, each once, as applied.
+func TestProgressWaitsForStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logs syncBuffer
+		log := slog.New(slog.NewTextHandler(&logs, nil))
+		started := make(chan struct{})
+		var db *statedb.DB
+		var tbl statedb.RWTable[*routes.Route]
+		var done func(statedb.WriteTxn)
+		hivetest.Start(t,
+			statedbcell.Cell,
+			cell.Module("progress", "test",
+				cell.Provide(func(d *statedb.DB) (statedb.RWTable[*routes.Route], error) { return routes.NewTable(d) }),
+				cell.Invoke(func(jobs job.Group, d *statedb.DB, t statedb.RWTable[*routes.Route]) error {
+					db, tbl = d, t
+					wtxn := d.WriteTxn(t)
+					done = t.RegisterInitializer(wtxn, "test")
+					wtxn.Commit()
+					return watchProgress(jobs, d, statedb.Table[*routes.Route](t), reconciler.Reconciler[*routes.Route](nopReconciler[*routes.Route]{}), log, (*routes.Route).GetStatus, started)
+				}),
+			),
+		)
+		write := func(init bool, st reconciler.Status) {
+			wtxn := db.WriteTxn(tbl)
+			for i := range 3 {
+				r := &routes.Route{Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, byte(i), 0}), 24), Type: "blackhole", Status: st}
+				if _, _, err := tbl.Insert(wtxn, r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if init {
+				done(wtxn)
+			}
+			wtxn.Commit()
+			synctest.Wait()
+		}
+		write(true, reconciler.StatusPending())
+		write(false, reconciler.StatusDone())
+		if got := logs.String(); strings.Contains(got, "reconciled") || strings.Contains(got, "Done: route") {
+			t.Fatalf("the progress job read the changes before the start was over:\n%s", got)
+		}
+		close(started)
+		synctest.Wait()
+		got := logs.String()
+		if !strings.Contains(got, `msg="All 3 routes reconciled" applied=3 removed=0`) || strings.Count(got, `msg="Done: route`) != 3 {
+			t.Fatalf("after the start, want one summary of 3 applied and a Done line for each:\n%s", got)
+		}
+	})
 }
