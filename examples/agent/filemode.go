@@ -47,7 +47,9 @@ type fileParams struct {
 	Registerer prometheus.Registerer
 	FirstLoad  *firstLoad
 	Notify     *notifier
-	Rounds     *firstRounds
+	// Rounds, if set, is the agent's first readiness: the work the
+	// first version leaves for the next waits for it.
+	Rounds *firstRounds `optional:"true"`
 }
 
 // newFileSource makes the file's source and the reflector of the three
@@ -66,16 +68,19 @@ func newFileSource(p fileParams) (*filesource.Source[fileObject], error) {
 	}
 	// What the first version leaves for the next (the file source's map
 	// of it, the edit cache) waits until the agent is ready, or stops.
-	idle := make(chan struct{})
-	if err := p.Reflect.Jobs.Add(job.OneShot("idle-after-start", func(ctx context.Context, _ cell.Health) error {
-		select {
-		case <-p.Rounds.Done():
-		case <-ctx.Done():
+	var idle chan struct{} // nil without Rounds: at once
+	if p.Rounds != nil {
+		idle = make(chan struct{})
+		if err := p.Reflect.Jobs.Add(job.OneShot("idle-after-start", func(ctx context.Context, _ cell.Health) error {
+			select {
+			case <-p.Rounds.Done():
+			case <-ctx.Done():
+			}
+			close(idle)
+			return nil
+		})); err != nil {
+			return nil, err
 		}
-		close(idle)
-		return nil
-	})); err != nil {
-		return nil, err
 	}
 	cache := newEntryCache(fileKeyList(), decodeFileItems)
 	cache.idle = idle
