@@ -125,6 +125,9 @@ func (tt *txnTable) record(w secWrite) {
 type asyncReplay struct {
 	done     chan struct{}
 	panicked any
+	// cancelled is set when the transaction ends without a Commit: the
+	// replay stops at its next chunk (its trees are thrown away).
+	cancelled atomic.Bool
 }
 
 // startReplay replays the writes logged so far on a goroutine of its own,
@@ -164,7 +167,14 @@ func (tt *txnTable) startReplay() {
 		defer close(a.done)
 		defer func() { a.panicked = recover() }()
 		for _, pos := range todo {
-			tt.entry.meta.replayIndex(tt.txns[pos], pos, &log, tt.secDone[pos], &tt.asyncKeys)
+			// A chunk at a time, so that an Abort need not wait for the
+			// rest (cancelled).
+			for from := tt.secDone[pos]; from < upTo && !a.cancelled.Load(); {
+				end := min(from/logChunk*logChunk+logChunk, upTo)
+				part := writeLog{chunks: log.chunks, n: end}
+				tt.entry.meta.replayIndex(tt.txns[pos], pos, &part, from, &tt.asyncKeys)
+				from = end
+			}
 			tt.secDone[pos] = upTo
 		}
 	}()
@@ -226,6 +236,7 @@ func (tt *txnTable) trimLog() {
 // transaction ends anyway).
 func (tt *txnTable) clearLog() {
 	if a := tt.async; a != nil {
+		a.cancelled.Store(true)
 		<-a.done
 		tt.async = nil
 	}

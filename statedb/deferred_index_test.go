@@ -3,7 +3,9 @@ package statedb
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 
 	"github.com/steadystate/steadystate/index"
 )
@@ -199,4 +201,49 @@ func TestDeferredIndexPanicAsync(t *testing.T) {
 		t.Errorf("%d objects after the abort, want 0", n)
 	}
 	wtxn.Abort()
+}
+
+// An Abort stops a replay running on its own goroutine at the end of the
+// chunk it is in: the rest of the writes, which the Abort throws away, are
+// never replayed.
+func TestDeferredIndexAbortStopsReplay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		oldAsync := asyncReplayAt.Swap(2000)
+		defer asyncReplayAt.Store(oldAsync)
+		var calls atomic.Int64
+		hold := make(chan struct{})
+		slow := Index[*testObject, string]{
+			Name: "slow",
+			FromObject: func(o *testObject) index.KeySet {
+				if calls.Add(1) == 5 {
+					<-hold // the replay waits here, in its first chunk
+				}
+				return index.NewKeySet(index.String(o.Name))
+			},
+			FromKey: index.String,
+		}
+		db := New()
+		tbl, err := NewTable(db, "slow", idIndex, slow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wtxn := db.WriteTxn(tbl)
+		for i := range 2000 { // the 2000th starts the replay
+			if _, _, err := tbl.Insert(wtxn, &testObject{ID: uint64(i), Name: "x"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait() // the replay waits for hold
+		aborted := make(chan struct{})
+		go func() {
+			wtxn.Abort()
+			close(aborted)
+		}()
+		synctest.Wait() // the Abort waits for the replay
+		close(hold)
+		<-aborted
+		if n := calls.Load(); n != logChunk {
+			t.Errorf("the aborted transaction's replay computed %d keys, want %d (its first chunk only)", n, logChunk)
+		}
+	})
 }

@@ -45,6 +45,9 @@ import (
 // collector run once or twice, and a peak RSS within 200 MB.
 const DefaultMemoryBudget = "170MiB"
 
+// minSensibleBudget is the budget below which startMemoryBudget warns.
+const minSensibleBudget = 16 << 20
+
 // liveNum/liveDen is the least ratio of the limit to the live heap: 1.25,
 // so the live heap is at most four fifths of the limit. (At 1.5, a start
 // of 50,000 routes, whose live heap is 124-128 MiB at a collection
@@ -100,6 +103,11 @@ func startMemoryBudget(jobs job.Group, cfg AgentConfig, rounds *firstRounds, log
 	}
 	if budget == 0 {
 		return nil
+	}
+	if budget < minSensibleBudget {
+		// As GOMEMLIMIT=170 is 170 bytes: the collector would run
+		// without end. Said, not refused.
+		log.Warn("--memory-budget is very small: the collector will run almost all the time (a unit missing? e.g. 170MiB)", "memory-budget", cfg.MemoryBudget, "bytes", budget)
 	}
 	for _, env := range []string{"GOGC", "GOMEMLIMIT"} {
 		if os.Getenv(env) != "" {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/steadystate/steadystate/hive/job"
 )
 
 func TestParseBytes(t *testing.T) {
@@ -101,3 +103,22 @@ func TestMemoryBudgetFlag(t *testing.T) {
 		t.Errorf("Validate with --memory-budget %q = %v, want an error naming the flag and the value", cfg.MemoryBudget, err)
 	}
 }
+
+// A budget without its unit (bytes) is warned about, and applied.
+func TestMemoryBudgetTooSmallWarns(t *testing.T) {
+	var logs strings.Builder
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	cfg := defaultConfig()
+	cfg.MemoryBudget = "170"
+	if err := startMemoryBudget(nopJobs{}, cfg, newFirstRounds(), log); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "very small") || !strings.Contains(logs.String(), "bytes=170") {
+		t.Errorf("no warning for --memory-budget 170:\n%s", logs.String())
+	}
+}
+
+// nopJobs is a job.Group that drops its jobs.
+type nopJobs struct{}
+
+func (nopJobs) Add(...job.Job) error { return nil }
