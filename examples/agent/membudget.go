@@ -29,7 +29,8 @@ import (
 // allocate (mark assists) on the start's critical path. So until the
 // first rounds are done (the agent is Ready) the collector runs only when
 // the budget is reached (GOGC off); after that, at GOGC=100 as usual,
-// within the budget (or at most a minute after the start, ready or not).
+// within the budget (a second after Ready, or a minute after the start if
+// it is not ready by then).
 // Before Ready a start keeps its garbage up to the budget; after, memory
 // follows live data: after every collection the limit becomes
 // max(budget, 1.25 x the live heap), so a desired state too large for the
@@ -125,6 +126,17 @@ func startMemoryBudget(jobs job.Group, cfg AgentConfig, rounds *firstRounds, log
 		defer timer.Stop()
 		select {
 		case <-rounds.Done():
+			// A moment later, not at once: GOGC=100 against the live heap
+			// last marked (at a small start, the few MB of the hive's
+			// build) starts a collection at once, beside READY=1 and the
+			// first prunes.
+			after := time.NewTimer(readyGCDelay)
+			defer after.Stop()
+			select {
+			case <-after.C:
+			case <-ctx.Done():
+				return nil
+			}
 		case <-timer.C:
 			log.Info("Not ready after "+startGCOffMax.String()+": the collector at GOGC=100 within the memory budget from now on", "memory-budget", cfg.MemoryBudget)
 		case <-ctx.Done():
@@ -135,6 +147,10 @@ func startMemoryBudget(jobs job.Group, cfg AgentConfig, rounds *firstRounds, log
 		return nil
 	}))
 }
+
+// readyGCDelay is how long after Ready the collector goes back to
+// GOGC=100.
+const readyGCDelay = time.Second
 
 // startGCOffMax is the longest the collector stays off: an agent that
 // never gets ready (etcd unreachable, no good desired state) must not
