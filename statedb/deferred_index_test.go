@@ -109,6 +109,19 @@ func countWant(want map[uint64]string, tag string) int {
 	return n
 }
 
+// boomIndex is a non-unique index by name whose FromObject panics with
+// "boom index" for an object named "boom".
+var boomIndex = Index[*testObject, string]{
+	Name: "boom",
+	FromObject: func(o *testObject) index.KeySet {
+		if o.Name == "boom" {
+			panic("boom index")
+		}
+		return index.NewKeySet(index.String(o.Name))
+	},
+	FromKey: index.String,
+}
+
 // An index function that panics in a parallel replay panics the Commit
 // (on the committing goroutine, where it can be recovered); Abort then
 // releases the table.
@@ -118,16 +131,7 @@ func TestDeferredIndexPanic(t *testing.T) {
 	oldAsync := asyncReplayAt.Swap(1_000_000)
 	defer asyncReplayAt.Store(oldAsync)
 	db := New()
-	tbl, err := NewTable(db, "panicky", idIndex, tagIndex, Index[*testObject, string]{
-		Name: "boom",
-		FromObject: func(o *testObject) index.KeySet {
-			if o.Name == "boom" {
-				panic("boom index")
-			}
-			return index.NewKeySet(index.String(o.Name))
-		},
-		FromKey: index.String,
-	})
+	tbl, err := NewTable(db, "panicky", idIndex, tagIndex, boomIndex)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,16 +167,7 @@ func TestDeferredIndexPanicAsync(t *testing.T) {
 	oldAsync := asyncReplayAt.Swap(2)
 	defer asyncReplayAt.Store(oldAsync)
 	db := New()
-	boom := Index[*testObject, string]{
-		Name: "boom",
-		FromObject: func(o *testObject) index.KeySet {
-			if o.Name == "boom" {
-				panic("boom index")
-			}
-			return index.NewKeySet(index.String(o.Name))
-		},
-		FromKey: index.String,
-	}
+	boom := boomIndex
 	tbl, err := NewTable(db, "panicky", idIndex, boom)
 	if err != nil {
 		t.Fatal(err)

@@ -28,12 +28,11 @@ func TestProgressNewsAndRefreshes(t *testing.T) {
 	synctest.Test(t, testProgressNewsAndRefreshes)
 }
 
-func testProgressNewsAndRefreshes(t *testing.T) {
-	var logs syncBuffer
-	log := slog.New(slog.NewTextHandler(&logs, nil))
-	var db *statedb.DB
-	var tbl statedb.RWTable[*routes.Route]
-	var done func(statedb.WriteTxn)
+// progressHive starts a hive with a routes table (one initializer
+// registered: done) and its progress job, logging to logs; started is
+// watchProgress's.
+func progressHive(t *testing.T, logs *syncBuffer, started <-chan struct{}) (db *statedb.DB, tbl statedb.RWTable[*routes.Route], done func(statedb.WriteTxn)) {
+	log := slog.New(slog.NewTextHandler(logs, nil))
 	hivetest.Start(t,
 		statedbcell.Cell,
 		cell.Module("progress", "test",
@@ -43,10 +42,16 @@ func testProgressNewsAndRefreshes(t *testing.T) {
 				wtxn := d.WriteTxn(t)
 				done = t.RegisterInitializer(wtxn, "test")
 				wtxn.Commit()
-				return watchProgress(jobs, d, statedb.Table[*routes.Route](t), reconciler.Reconciler[*routes.Route](nopReconciler[*routes.Route]{}), log, (*routes.Route).GetStatus, nil)
+				return watchProgress(jobs, d, statedb.Table[*routes.Route](t), reconciler.Reconciler[*routes.Route](nopReconciler[*routes.Route]{}), log, (*routes.Route).GetStatus, started)
 			}),
 		),
 	)
+	return db, tbl, done
+}
+
+func testProgressNewsAndRefreshes(t *testing.T) {
+	var logs syncBuffer
+	db, tbl, done := progressHive(t, &logs, nil)
 	route := func(i int, st reconciler.Status) *routes.Route {
 		return &routes.Route{Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, byte(i), 0}), 24), Type: "blackhole", Status: st}
 	}
@@ -115,24 +120,8 @@ func testProgressNewsAndRefreshes(t *testing.T) {
 func TestProgressWaitsForStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var logs syncBuffer
-		log := slog.New(slog.NewTextHandler(&logs, nil))
 		started := make(chan struct{})
-		var db *statedb.DB
-		var tbl statedb.RWTable[*routes.Route]
-		var done func(statedb.WriteTxn)
-		hivetest.Start(t,
-			statedbcell.Cell,
-			cell.Module("progress", "test",
-				cell.Provide(func(d *statedb.DB) (statedb.RWTable[*routes.Route], error) { return routes.NewTable(d) }),
-				cell.Invoke(func(jobs job.Group, d *statedb.DB, t statedb.RWTable[*routes.Route]) error {
-					db, tbl = d, t
-					wtxn := d.WriteTxn(t)
-					done = t.RegisterInitializer(wtxn, "test")
-					wtxn.Commit()
-					return watchProgress(jobs, d, statedb.Table[*routes.Route](t), reconciler.Reconciler[*routes.Route](nopReconciler[*routes.Route]{}), log, (*routes.Route).GetStatus, started)
-				}),
-			),
-		)
+		db, tbl, done := progressHive(t, &logs, started)
 		write := func(init bool, st reconciler.Status) {
 			wtxn := db.WriteTxn(tbl)
 			for i := range 3 {
