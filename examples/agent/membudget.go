@@ -93,9 +93,9 @@ func parseBytes(s string) (int64, error) {
 	return n * mult, nil
 }
 
-// startMemoryBudget applies --memory-budget from now on: the collector
-// off (up to the budget) until the first rounds are done, then GOGC=100
-// within it. It is a no-op if the budget is off or the environment sets
+// startMemoryBudget applies --memory-budget from the hive's start: the
+// collector off (up to the budget) until a second after the first rounds
+// are done, then GOGC=100 within it. It is a no-op if the budget is off or the environment sets
 // GOGC or GOMEMLIMIT.
 func startMemoryBudget(jobs job.Group, cfg AgentConfig, rounds *firstRounds, log *slog.Logger) error {
 	budget, err := parseBytes(cfg.MemoryBudget)
