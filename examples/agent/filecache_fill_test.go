@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"slices"
 	"testing"
 
 	"github.com/steadystate/steadystate/reflector"
@@ -17,9 +16,7 @@ func decodedAs(t *testing.T, got []reflector.Item[fileObject], gotErr error, dat
 	if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
 		t.Fatalf("error %v, want %v", gotErr, wantErr)
 	}
-	if !slices.EqualFunc(got, want, func(a, b reflector.Item[fileObject]) bool {
-		return a.Table == b.Table && a.Key == b.Key && a.Value.equal(b.Value)
-	}) {
+	if !sameItems(got, want) {
 		t.Fatal("the cache's decode differs from the whole file's")
 	}
 }

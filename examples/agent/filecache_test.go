@@ -14,6 +14,13 @@ import (
 	"github.com/steadystate/steadystate/reflector"
 )
 
+// sameItems tells whether two decodes hold the same items, in order.
+func sameItems(got, want []reflector.Item[fileObject]) bool {
+	return slices.EqualFunc(got, want, func(a, b reflector.Item[fileObject]) bool {
+		return a.Table == b.Table && a.Key == b.Key && a.Value.equal(b.Value)
+	})
+}
+
 // sameDecode checks that the cache's decode of data is the whole file's.
 func sameDecode(t *testing.T, c *entryCache[fileObject], data []byte) error {
 	t.Helper()
@@ -23,9 +30,7 @@ func sameDecode(t *testing.T, c *entryCache[fileObject], data []byte) error {
 	if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
 		t.Fatalf("error %v, want %v, for:\n%s", gotErr, wantErr, data)
 	}
-	if !slices.EqualFunc(got, want, func(a, b reflector.Item[fileObject]) bool {
-		return a.Table == b.Table && a.Key == b.Key && a.Value.equal(b.Value)
-	}) {
+	if !sameItems(got, want) {
 		t.Fatalf("items %v, want %v, for:\n%s", got, want, data)
 	}
 	return wantErr
@@ -308,9 +313,7 @@ func TestEntryCacheFillInBackground(t *testing.T) {
 			t.Fatalf("the edit right after the first version was not decoded from the cache (%d from it)", c.served)
 		}
 		want, _ := decodeFileItems("desired.yaml", edited)
-		if !slices.EqualFunc(got, want, func(a, b reflector.Item[fileObject]) bool {
-			return a.Table == b.Table && a.Key == b.Key && a.Value.equal(b.Value)
-		}) {
+		if !sameItems(got, want) {
 			t.Fatal("the edit decoded from the cache differs from its whole decode")
 		}
 	}
@@ -341,9 +344,7 @@ func TestEntryCacheFillWaitsForIdle(t *testing.T) {
 			t.Fatalf("the edit was not decoded from the cache (%d from it)", c.served)
 		}
 		want, _ := decodeFileItems("desired.yaml", edited)
-		if !slices.EqualFunc(got, want, func(a, b reflector.Item[fileObject]) bool {
-			return a.Table == b.Table && a.Key == b.Key && a.Value.equal(b.Value)
-		}) {
+		if !sameItems(got, want) {
 			t.Fatal("the edit decoded from the cache differs from its whole decode")
 		}
 
