@@ -29,7 +29,10 @@ type filler[In any] interface {
 	// known returns every key stored or rejected, for a relist's deletes.
 	known() iter.Seq[string]
 	initialized(txn statedb.WriteTxn) // marks the table initialized, once
-	begin(expect int)                 // a commit of about expect events starts
+	// begin starts a commit of about expect events; initial: a list's,
+	// whose Puts have distinct keys.
+	begin(expect int, initial bool)
+	settle() // waits for the maps a first list deferred (see putNew)
 	keep()                            // the commit succeeded: forget the undo log
 	rollback()                        // the commit did not happen: undo the memory's changes
 	objects() int
@@ -63,6 +66,32 @@ type fill[In, Obj any] struct {
 	// peaks are the most keys each map held after a commit since it was
 	// made (see shrink.Map: memory follows live data).
 	peaks struct{ held, owners, rejected int }
+
+	// A first list into an empty table is written without held and
+	// owners (see putNew): its keys are staged, and the maps are made
+	// from them after the commit, in the background, once idle is closed
+	// or the next use of the maps (settle) comes.
+	idle      <-chan struct{}
+	checkFast bool          // the first Put of the commit decides fast
+	fast      bool          // the commit under way puts putNew's way
+	staged    []staged[In]  // fast's keys, until keep hands them to the build
+	building  int           // how many keys the build under way makes
+	built     chan built[In] // the build's maps, once; nil without a build
+	buildNow  chan struct{} // closed: build without waiting for idle
+}
+
+// staged is a key that putNew wrote: its value and its object's primary
+// key, to be made its held entry and the sole owner of that key.
+type staged[In any] struct {
+	key string
+	val In
+	pk  string
+}
+
+// built is what a build makes of staged keys.
+type built[In any] struct {
+	held   map[string]kept[In]
+	owners map[string][]string
 }
 
 // undoEntry restores one entry of one of fill's maps.
@@ -81,7 +110,7 @@ const (
 	undoRejected
 )
 
-func (i Into[In, Obj]) newFill(log *slog.Logger) (filler[In], error) {
+func (i Into[In, Obj]) newFill(log *slog.Logger, idle <-chan struct{}) (filler[In], error) {
 	var errs []error
 	if i.Writer.Table == nil || i.Writer.Equal == nil || i.Writer.SetObjectStatus == nil {
 		errs = append(errs, errors.New("the Writer needs Table, Equal and SetObjectStatus"))
@@ -95,12 +124,12 @@ func (i Into[In, Obj]) newFill(log *slog.Logger) (filler[In], error) {
 		}
 		return nil, err
 	}
-	return &fill[In, Obj]{spec: i, log: log, held: map[string]kept[In]{}, owners: map[string][]string{}, rejected: map[string]string{}}, nil
+	return &fill[In, Obj]{spec: i, log: log, idle: idle, held: map[string]kept[In]{}, owners: map[string][]string{}, rejected: map[string]string{}}, nil
 }
 
 func (f *fill[In, Obj]) name() string            { return f.spec.Table }
 func (f *fill[In, Obj]) meta() statedb.TableMeta { return f.spec.Writer.Table }
-func (f *fill[In, Obj]) objects() int            { return len(f.owners) }
+func (f *fill[In, Obj]) objects() int            { return len(f.owners) + f.building + len(f.staged) }
 
 func (f *fill[In, Obj]) register(db *statedb.DB, reflector string) {
 	wtxn := db.WriteTxn(f.spec.Writer.Table)
@@ -116,6 +145,7 @@ func (f *fill[In, Obj]) initialized(txn statedb.WriteTxn) {
 }
 
 func (f *fill[In, Obj]) known() iter.Seq[string] {
+	f.settle()
 	return func(yield func(string) bool) {
 		for k := range f.held {
 			if !yield(k) {
@@ -134,6 +164,13 @@ func (f *fill[In, Obj]) known() iter.Seq[string] {
 // written (it is the most recent value of its primary key), and the
 // object the key held before released if its primary key changed.
 func (f *fill[In, Obj]) put(txn statedb.WriteTxn, key string, v In) (int, bool) {
+	if f.checkFast {
+		f.checkFast = false
+		f.fast = f.spec.Writer.Table.NumObjects(txn) == 0
+	}
+	if f.fast {
+		return f.putNew(txn, key, v)
+	}
 	keep, err := f.filter(key, v)
 	if err == nil && !keep {
 		return f.del(txn, key), false
@@ -173,6 +210,100 @@ func (f *fill[In, Obj]) put(txn statedb.WriteTxn, key string, v In) (int, bool) 
 		written += f.release(txn, key, old.pk)
 	}
 	return written, false
+}
+
+// putNew is put in a first list's commit into an empty table (a start's):
+// its keys are distinct, the table has none of their objects and the maps
+// are empty, so it writes without looking first (DesiredWriter.Put) and
+// stages the key instead of entering it in held and owners, two lookups
+// and two inserts into maps of 50,000 keys for each of a start's routes,
+// on its critical path. Two keys whose objects have one primary key are
+// seen by the write (the second replaces the first): the staged keys then
+// go into the maps, and put goes on its usual way.
+func (f *fill[In, Obj]) putNew(txn statedb.WriteTxn, key string, v In) (int, bool) {
+	keep, err := f.filter(key, v)
+	if err == nil && !keep {
+		return 0, false // never held: nothing to delete
+	}
+	var obj Obj
+	if err == nil {
+		obj, err = f.transform(key, v)
+	}
+	var pk string
+	var old Obj
+	var hadOld bool
+	if err == nil {
+		pk = string(f.spec.Writer.Table.PrimaryKey(obj))
+		old, hadOld, err = f.spec.Writer.Put(txn, obj)
+	}
+	if err != nil {
+		f.setRejected(key, err.Error())
+		f.log.Warn("Rejected an object of the source; its last good version stays", "table", f.spec.Table, "key", key, "error", err)
+		return 0, true
+	}
+	if !hadOld {
+		f.staged = append(f.staged, staged[In]{key: key, val: v, pk: pk})
+		return 1, false
+	}
+	// Another key of the list has this primary key: the maps from now on.
+	f.fast = false
+	for _, e := range f.staged {
+		f.held[e.key] = kept[In]{val: e.val, pk: e.pk}
+		f.owners[e.pk] = []string{e.key}
+	}
+	f.staged = nil
+	f.setHeld(key, kept[In]{val: v, pk: pk})
+	f.setOwners(pk, append(without(f.owners[pk], key), key))
+	if f.spec.Writer.Equal(old, obj) {
+		return 0, false // written again within the commit: no change
+	}
+	return 1, false
+}
+
+// startBuild makes the maps of the staged keys in the background, once
+// idle is closed or settle asks for them.
+func (f *fill[In, Obj]) startBuild() {
+	st := f.staged
+	f.staged = nil
+	f.building = len(st)
+	done, now := make(chan built[In], 1), make(chan struct{})
+	f.built, f.buildNow = done, now
+	idle := f.idle
+	if idle == nil {
+		idle = now
+		close(now)
+		f.buildNow = nil
+	}
+	go func() {
+		select {
+		case <-idle:
+		case <-now:
+		}
+		b := built[In]{held: make(map[string]kept[In], len(st)), owners: make(map[string][]string, len(st))}
+		for _, e := range st {
+			b.held[e.key] = kept[In]{val: e.val, pk: e.pk}
+			b.owners[e.pk] = []string{e.key}
+		}
+		done <- b
+	}()
+}
+
+// settle waits for the build under way, if any, and takes its maps. The
+// maps are the build's until then: every use of held and owners comes
+// after settle (a commit's, through begin). The commit that staged the
+// keys put none into them, so the build's maps are the whole of them.
+func (f *fill[In, Obj]) settle() {
+	if f.built == nil {
+		return
+	}
+	if f.buildNow != nil {
+		close(f.buildNow)
+		f.buildNow = nil
+	}
+	b := <-f.built
+	f.built, f.building = nil, 0
+	f.held, f.owners = b.held, b.owners
+	f.peaks.held, f.peaks.owners = len(b.held), len(b.owners)
 }
 
 // del applies a Delete of key.
@@ -321,15 +452,24 @@ func (f *fill[In, Obj]) delRejected(key string) {
 	}
 }
 
-func (f *fill[In, Obj]) begin(expect int) {
+func (f *fill[In, Obj]) begin(expect int, initial bool) {
+	f.settle()
 	f.fresh = len(f.held) == 0 && len(f.owners) == 0 && len(f.rejected) == 0
-	if f.fresh && expect > 0 {
+	f.checkFast = f.fresh && initial
+	if f.checkFast && expect > 0 {
+		f.staged = make([]staged[In], 0, expect)
+	} else if f.fresh && expect > 0 {
 		// Sized once for the list, rather than grown.
 		f.held, f.owners = make(map[string]kept[In], expect), make(map[string][]string, expect)
 	}
 }
 
 func (f *fill[In, Obj]) keep() {
+	f.fast, f.checkFast = false, false
+	if len(f.staged) > 0 {
+		f.startBuild()
+	}
+	f.staged = nil
 	f.fresh = false
 	if f.initNow {
 		f.init, f.initNow = nil, false
@@ -347,6 +487,7 @@ func (f *fill[In, Obj]) keep() {
 }
 
 func (f *fill[In, Obj]) rollback() {
+	f.staged = nil // written in the aborted transaction only
 	if f.fresh {
 		clear(f.held)
 		clear(f.owners)

@@ -76,7 +76,7 @@ func newMulti[In any](db *statedb.DB, cfg MultiConfig[In], single bool) (*Multi[
 			bad("Tables: a nil entry")
 			continue
 		}
-		f, err := spec.newFill(cfg.Logger)
+		f, err := spec.newFill(cfg.Logger, cfg.Idle)
 		if err != nil {
 			bad("%v", err)
 			continue
@@ -117,6 +117,13 @@ const minWatchLife = time.Second
 // Transform's, which reject the value) propagates, after the commit and
 // the reflector's memory were rolled back: a later Run starts with a list.
 func (m *Multi[In]) Run(ctx context.Context) error {
+	// The maps a first list deferred are made before Run returns: no
+	// goroutine outlives it, waiting for Idle.
+	defer func() {
+		for _, f := range m.fills {
+			f.settle()
+		}
+	}()
 	wait := backoff.Backoff{Min: m.cfg.RetryBackoffMin, Max: m.cfg.RetryBackoffMax}
 	reason := "initial"
 	if m.listed() {
@@ -391,7 +398,7 @@ func (m *Multi[In]) advance() {
 // initialized. If anything in it panics, the transaction is aborted and
 // every fill's memory rolled back before the panic goes on.
 func (m *Multi[In]) commit(evs []Event[In], since time.Time, initial bool) {
-	m.begin(evs)
+	m.begin(evs, initial)
 	wtxn := m.db.WriteTxn(m.metas[0], m.metas[1:]...)
 	committed := false
 	defer func() {
@@ -441,14 +448,14 @@ func (m *Multi[In]) commit(evs []Event[In], since time.Time, initial bool) {
 // routes, 10,000 rules and one sysctl sized each table's for a third of
 // them: the routes' maps grew twice, and the sysctl's kept room for
 // 20,000 for good.) Small batches are not counted: the maps grow.
-func (m *Multi[In]) begin(evs []Event[In]) {
+func (m *Multi[In]) begin(evs []Event[In], initial bool) {
 	if m.single {
-		m.fills[0].begin(len(evs))
+		m.fills[0].begin(len(evs), initial)
 		return
 	}
 	if len(evs) < shrinkAbove {
 		for _, f := range m.fills {
-			f.begin(0)
+			f.begin(0, initial)
 		}
 		return
 	}
@@ -463,7 +470,7 @@ func (m *Multi[In]) begin(evs []Event[In]) {
 		}
 	}
 	for i, f := range m.fills {
-		f.begin(n[i])
+		f.begin(n[i], initial)
 	}
 }
 

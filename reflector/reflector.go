@@ -27,6 +27,7 @@ func New[In, Obj any](db *statedb.DB, cfg Config[In, Obj]) (*Reflector[In, Obj],
 		Metrics:         cfg.Metrics,
 		Health:          cfg.Health,
 		Logger:          cfg.Logger,
+		Idle:            cfg.Idle,
 	}, true)
 	if err != nil {
 		return nil, err

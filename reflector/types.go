@@ -179,6 +179,13 @@ type Config[In, Obj any] struct {
 	Metrics                          Metrics      // default NopMetrics
 	Health                           Health       // default none
 	Logger                           *slog.Logger // default slog.Default()
+	// Idle, if set, says when the reflector's own bookkeeping of a first
+	// list into empty tables (a start's) is done: written without it,
+	// the list is committed sooner, and its keys are entered in the
+	// reflector's maps in the background once Idle is closed (a start
+	// closes it once ready), or at once when the next change or list
+	// needs them. Without Idle, that work runs in the background at once.
+	Idle <-chan struct{}
 }
 
 // MultiConfig configures a Multi: several tables filled from one source.
@@ -195,11 +202,12 @@ type MultiConfig[In any] struct {
 	Metrics                          Metrics
 	Health                           Health
 	Logger                           *slog.Logger
+	Idle                             <-chan struct{}
 }
 
 // TableSpec is one table of a MultiConfig: an Into.
 type TableSpec[In any] interface {
-	newFill(log *slog.Logger) (filler[In], error)
+	newFill(log *slog.Logger, idle <-chan struct{}) (filler[In], error)
 }
 
 // Into says how a Multi fills one table from the source's events and

@@ -67,7 +67,8 @@ func newFileSource(p fileParams) (*filesource.Source[fileObject], error) {
 		return nil, err
 	}
 	// What the first version leaves for the next (the file source's map
-	// of it, the edit cache) waits until the agent is ready, or stops.
+	// of it, the edit cache, the reflector's maps) waits until the agent
+	// is ready, or stops.
 	var idle chan struct{} // nil without Rounds: at once
 	if p.Rounds != nil {
 		idle = make(chan struct{})
@@ -105,7 +106,7 @@ func newFileSource(p fileParams) (*filesource.Source[fileObject], error) {
 	for _, k := range p.Kinds.sorted() {
 		specs = append(specs, k.into)
 	}
-	multi, err := reflectorcell.RegisterMulti(p.Reflect, reflector.MultiConfig[fileObject]{Name: "desired", Source: src, Tables: specs})
+	multi, err := reflectorcell.RegisterMulti(p.Reflect, reflector.MultiConfig[fileObject]{Name: "desired", Source: src, Tables: specs, Idle: idle})
 	if err != nil {
 		return nil, err
 	}

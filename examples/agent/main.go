@@ -77,10 +77,14 @@ func runCommand() *cobra.Command {
 	cmd.Use = "run"
 	cmd.Short = "Reconcile the desired-state file, or the fleet's desired state in etcd (in a private network namespace unless --netns says otherwise)"
 	cmd.RunE = func(c *cobra.Command, args []string) error {
+		gcOn, _ := buildGCOff()
 		if err := h.Populate(); err != nil {
 			return err
 		}
 		ns, cfg, l, fleetMode := run.ns, run.cfg, run.l, run.fleet.Enabled()
+		if budget, err := parseBytes(cfg.MemoryBudget); err != nil || budget == 0 || ns.Reexec {
+			gcOn() // no budget at Start (startMemoryBudget) to take over
+		}
 		if err := checkMode(cfg, run.fleet); err != nil {
 			return exitError{code: exitUsage, err: err}
 		}

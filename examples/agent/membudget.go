@@ -157,6 +157,28 @@ const readyGCDelay = time.Second
 // hold its garbage up to the budget for good.
 const startGCOffMax = time.Minute
 
+// buildGCOff turns the collector off while `agent run` builds its hive,
+// up to the default budget, unless the environment sets GOGC or
+// GOMEMLIMIT: the hive's build allocates its first 4 MB there, and the
+// collection it started at once (about a millisecond of both cores, and
+// a stop of the world) was on every start's critical path, before the
+// budget took over at Start. The returned function puts the runtime's
+// defaults back; call it when the hive will not start with a budget
+// (--memory-budget 0, or the agent runs again in a sandbox). It reports
+// whether it turned the collector off.
+func buildGCOff() (undo func(), off bool) {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		return func() {}, false
+	}
+	budget, _ := parseBytes(DefaultMemoryBudget)
+	debug.SetMemoryLimit(budget)
+	debug.SetGCPercent(-1)
+	return func() {
+		debug.SetGCPercent(100)
+		debug.SetMemoryLimit(math.MaxInt64)
+	}, true
+}
+
 // newMemBudget turns the collector off up to budget and watches every
 // collection from now on.
 func newMemBudget(budget int64, log *slog.Logger) *memBudget {

@@ -122,3 +122,27 @@ func TestMemoryBudgetTooSmallWarns(t *testing.T) {
 type nopJobs struct{}
 
 func (nopJobs) Add(...job.Job) error { return nil }
+
+// The hive's build runs with the collector off, up to the default budget,
+// unless the environment chose; undo puts the defaults back.
+func TestBuildGCOff(t *testing.T) {
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "")
+	undo, off := buildGCOff()
+	gogc, limit := debug.SetGCPercent(-1), debug.SetMemoryLimit(-1)
+	undo()
+	if !off || gogc != -1 || limit != 170<<20 {
+		t.Errorf("during the build: off %v, GOGC %d, limit %d; want off, -1, %d (the default budget)", off, gogc, limit, 170<<20)
+	}
+	if gogc, limit := debug.SetGCPercent(-1), debug.SetMemoryLimit(-1); gogc != 100 || limit != math.MaxInt64 {
+		t.Errorf("after undo: GOGC %d, limit %d; want 100 and none", gogc, limit)
+	}
+	debug.SetGCPercent(100)
+
+	t.Setenv("GOGC", "50")
+	undo, off = buildGCOff()
+	undo()
+	if got := debug.SetGCPercent(100); off || got != 100 {
+		t.Errorf("with GOGC set: off %v, GOGC %d; want untouched (100)", off, got)
+	}
+}
