@@ -32,9 +32,9 @@ type filler[In any] interface {
 	// begin starts a commit of about expect events; initial: a list's,
 	// whose Puts have distinct keys.
 	begin(expect int, initial bool)
-	settle() // waits for the maps a first list deferred (see putNew)
-	keep()                            // the commit succeeded: forget the undo log
-	rollback()                        // the commit did not happen: undo the memory's changes
+	settle()   // waits for the maps a first list deferred (see putNew)
+	keep()     // the commit succeeded: forget the undo log
+	rollback() // the commit did not happen: undo the memory's changes
 	objects() int
 	rejections() []Rejection
 }
@@ -72,12 +72,12 @@ type fill[In, Obj any] struct {
 	// from them after the commit, in the background, once idle is closed
 	// or the next use of the maps (settle) comes.
 	idle      <-chan struct{}
-	checkFast bool          // the first Put of the commit decides fast
-	fast      bool          // the commit under way puts putNew's way
-	staged    []staged[In]  // fast's keys, until keep hands them to the build
-	building  int           // how many keys the build under way makes
+	checkFast bool           // the first Put of the commit decides fast
+	fast      bool           // the commit under way puts putNew's way
+	staged    []staged[In]   // fast's keys, until keep hands them to the build
+	building  int            // how many keys the build under way makes
 	built     chan built[In] // the build's maps, once; nil without a build
-	buildNow  chan struct{} // closed: build without waiting for idle
+	buildNow  chan struct{}  // closed: build without waiting for idle
 }
 
 // staged is a key that putNew wrote: its value and its object's primary
