@@ -50,6 +50,9 @@ type entryCache[V any] struct {
 	// fill waits for it (or for the next version), so as not to compete
 	// with the start.
 	idle <-chan struct{}
+	// prefetch, if set, is the first version's decode, begun before the
+	// hive was built (see desiredPrefetch).
+	prefetch *prefetch[V]
 
 	mu sync.Mutex
 	// filling, if not nil, closes when the fill of a first version is
@@ -95,7 +98,10 @@ func (c *entryCache[V]) decode(path string, data []byte) ([]reflector.Item[V], e
 	defer c.mu.Unlock()
 	c.waitFill()
 	if c.entries == nil {
-		items, err := c.full(path, data)
+		items, err, ok := c.prefetch.take(path, data)
+		if !ok {
+			items, err = c.full(path, data)
+		}
 		if err == nil {
 			done, now := make(chan struct{}), make(chan struct{})
 			c.filling, c.fillNow = done, now

@@ -50,6 +50,9 @@ type fileParams struct {
 	// Rounds, if set, is the agent's first readiness: the work the
 	// first version leaves for the next waits for it.
 	Rounds *firstRounds `optional:"true"`
+	// Prefetch, if set, is the first decode begun before the hive was
+	// built (`agent run`): the first version takes it if it read the same.
+	Prefetch *desiredPrefetch `optional:"true"`
 }
 
 // newFileSource makes the file's source and the reflector of the three
@@ -85,6 +88,7 @@ func newFileSource(p fileParams) (*filesource.Source[fileObject], error) {
 	}
 	cache := newEntryCache(fileKeyList(), decodeFileItems)
 	cache.idle = idle
+	cache.prefetch = p.Prefetch
 	src, err := filesource.New(filesource.Config[fileObject]{
 		Path:   p.Config.Desired,
 		Decode: cache.decode,

@@ -71,13 +71,15 @@ func rootCommand() *cobra.Command {
 func runCommand() *cobra.Command {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	var run runParts
+	var prefetch *desiredPrefetch // started before the hive is built (see prefetch.go)
 	h := hive.NewWithOptions(hive.Options{Logger: log, EnvPrefix: envPrefix},
-		append(agentCells(), cell.Invoke(run.take))...)
+		append(agentCells(), cell.Invoke(run.take), cell.Provide(func() *desiredPrefetch { return prefetch }))...)
 	cmd := h.Command()
 	cmd.Use = "run"
 	cmd.Short = "Reconcile the desired-state file, or the fleet's desired state in etcd (in a private network namespace unless --netns says otherwise)"
 	cmd.RunE = func(c *cobra.Command, args []string) error {
 		gcOn, _ := buildGCOff()
+		prefetch = prefetchFor(c)
 		if err := h.Populate(); err != nil {
 			return err
 		}
