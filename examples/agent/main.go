@@ -71,15 +71,14 @@ func rootCommand() *cobra.Command {
 func runCommand() *cobra.Command {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	var run runParts
-	var prefetch *desiredPrefetch // started before the hive is built (see prefetch.go)
 	h := hive.NewWithOptions(hive.Options{Logger: log, EnvPrefix: envPrefix},
-		append(agentCells(), cell.Invoke(run.take), cell.Provide(func() *desiredPrefetch { return prefetch }))...)
+		append(agentCells(), cell.Invoke(run.take), cell.Provide(run.prefetch))...)
 	cmd := h.Command()
 	cmd.Use = "run"
 	cmd.Short = "Reconcile the desired-state file, or the fleet's desired state in etcd (in a private network namespace unless --netns says otherwise)"
 	cmd.RunE = func(c *cobra.Command, args []string) error {
 		gcOn, _ := buildGCOff()
-		prefetch = prefetchFor(c)
+		run.pre = prefetchFor(c)
 		if err := h.Populate(); err != nil {
 			return err
 		}
@@ -233,7 +232,13 @@ type runParts struct {
 	fleet  fleetcell.Config
 	l      *filesource.Source[fileObject] // nil in fleet mode
 	notify *notifier
+	// pre is the desired file's prefetch, started before the hive is
+	// built (see prefetch.go); nil without one.
+	pre *desiredPrefetch
 }
+
+// prefetch provides the prefetch to the hive (the file source's cache).
+func (r *runParts) prefetch() *desiredPrefetch { return r.pre }
 
 // runIn is what take takes: the file's source exists in file mode only.
 type runIn struct {
