@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/steadystate/steadystate/etcd/fleetcell"
+	"github.com/steadystate/steadystate/examples/netnstest"
 )
 
 // The documented defaults of `agent run`, and Validate naming the flag at
@@ -157,5 +158,63 @@ func TestMissingTools(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	if msg := missingTools(); !strings.Contains(msg, "iptables-restore not found") || !strings.Contains(msg, "apt-get install iptables") {
 		t.Fatalf("missingTools without iptables: %q", msg)
+	}
+}
+
+// An agent whose state directory another agent holds applies nothing: the
+// record is opened beside the start (see stateRecord), but every target
+// waits for it, and the agent stops with the open's error, naming the
+// directory. Nothing is written to the kernel meanwhile (the namespace's
+// route and nf_tables notifications say so), and systemd is never told
+// READY=1.
+func TestStateDirBusyAppliesNothing(t *testing.T) {
+	netnstest.RequireRoot(t)
+	netnstest.RequireCommand(t, "iptables-restore")
+	bin := buildAgent(t)
+	ns := netnstest.New(t)
+	dir := t.TempDir()
+	desired := filepath.Join(dir, "desired.yaml")
+	if err := os.WriteFile(desired, restartDesired(50, 5), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, "state")
+	holder, err := openState(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.db.Close()
+	sysctls := func() string {
+		var out strings.Builder
+		for _, s := range restartSysctls {
+			v, err := ns.Command("sysctl", "-n", s.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out.Write(v)
+		}
+		return out.String()
+	}
+	before := sysctls()
+	w := netnstest.WatchWrites(t, ns)
+	a := startAgent(t, bin, desired, ns, "--netns", string(ns), "--state-dir", state)
+	done := make(chan error, 1)
+	go func() { done <- a.cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the agent did not stop within a minute")
+	}
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+		t.Fatalf("exit: %v, want a failure", err)
+	}
+	if out := a.out.String(); !strings.Contains(out, "--state-dir "+state) || !strings.Contains(out, "stayed locked") {
+		t.Errorf("the output does not name the busy directory:\n%s", out)
+	}
+	if routes, nft := w.Stop(); len(routes) > 0 || len(nft) > 0 {
+		t.Errorf("the agent wrote to the kernel without its record: routes %q, nf_tables %q", routes, nft)
+	}
+	if after := sysctls(); after != before {
+		t.Errorf("sysctls %q, were %q: written without the record", after, before)
 	}
 }

@@ -102,6 +102,9 @@ type (
 
 // Update implements reconciler.Target.
 func (r *recorded[Obj]) Update(ctx context.Context, txn statedb.ReadTxn, obj Obj) error {
+	if err := r.rec.ready(); err != nil {
+		return err
+	}
 	if err := r.inner.Update(ctx, txn, obj); err != nil {
 		return err
 	}
@@ -110,6 +113,9 @@ func (r *recorded[Obj]) Update(ctx context.Context, txn statedb.ReadTxn, obj Obj
 
 // Delete implements reconciler.Target.
 func (r *recorded[Obj]) Delete(ctx context.Context, txn statedb.ReadTxn, obj Obj) error {
+	if err := r.rec.ready(); err != nil {
+		return err
+	}
 	if err := r.inner.Delete(ctx, txn, obj); err != nil {
 		return err
 	}
@@ -119,6 +125,9 @@ func (r *recorded[Obj]) Delete(ctx context.Context, txn statedb.ReadTxn, obj Obj
 
 // Prune implements reconciler.Target.
 func (r *recorded[Obj]) Prune(ctx context.Context, txn statedb.ReadTxn, desired iter.Seq2[Obj, statedb.Revision]) error {
+	if err := r.rec.ready(); err != nil {
+		return err
+	}
 	if r.marked {
 		if err := r.inner.Prune(ctx, txn, desired); err != nil {
 			return err
@@ -358,6 +367,9 @@ type batcher[Obj any] struct {
 }
 
 func (b batcher[Obj]) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[Obj]) {
+	if b.notReady(batch) {
+		return
+	}
 	if b.r.marked {
 		b.b.UpdateBatch(ctx, txn, batch)
 		return
@@ -420,6 +432,9 @@ func (b batcher[Obj]) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batc
 }
 
 func (b batcher[Obj]) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[Obj]) {
+	if b.notReady(batch) {
+		return
+	}
 	b.b.DeleteBatch(ctx, txn, batch)
 	var gone []Obj
 	for _, e := range batch {
@@ -435,6 +450,19 @@ func (b batcher[Obj]) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batc
 		b.r.log.Log(context.Background(), level, "Removed "+describe(obj))
 	}
 	b.failApplied(batch, b.r.record(nil, gone))
+}
+
+// notReady waits for the record (see stateRecord) and, if it could not
+// be opened, makes that the outcome of every entry of batch, which is not
+// applied.
+func (b batcher[Obj]) notReady(batch []reconciler.BatchEntry[Obj]) bool {
+	err := b.r.rec.ready()
+	if err != nil {
+		for i := range batch {
+			batch[i].Result = err
+		}
+	}
+	return err != nil
 }
 
 // failApplied makes err, a failure to record, the outcome of every entry

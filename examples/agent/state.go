@@ -96,30 +96,52 @@ func isSandboxStateDir(dir string) bool {
 // stateRecord is the record. It is opened by the hive's start (so that
 // `agent run cells` or a failing flag never touch it) and closed at stop;
 // a sandbox's directory is removed then.
+//
+// The open runs beside the rest of the start, not in its way: a new
+// record is created and synced (1-3 ms of a cold start's critical path),
+// and a record still held by an agent that is stopping is waited for (up
+// to stateOpenTimeout). Every use waits for it: the record's reads and
+// writes (view, update), and every operation of a target on the kernel
+// (recordTarget's, through ready), so that an agent whose record cannot
+// be opened applies nothing; it stops with the open's error.
 type stateRecord struct {
 	db       *bolt.DB
 	dir      string
 	readOnly bool // opened by agent diff: writes fail with errReadOnly
+	// opened is closed once the open begun at start is done, db set or
+	// openErr; nil for a record opened otherwise (openState).
+	opened  chan struct{}
+	openErr error
 }
 
 // newStateRecord returns the record of cfg's namespace, to be opened at
 // start.
-func newStateRecord(cfg AgentConfig, lc cell.Lifecycle, log *slog.Logger) *stateRecord {
+func newStateRecord(cfg AgentConfig, lc cell.Lifecycle, log *slog.Logger, shutdown cell.Shutdowner) *stateRecord {
 	s := &stateRecord{dir: cfg.StateDirPath()}
 	// A sandbox's own directory (by default, or handed down by the
 	// unprivileged parent) goes with it; one the user named stays.
 	sandbox := cfg.NetNS == netnsSandbox && isSandboxStateDir(s.dir)
 	lc.Append(cell.Hook{
 		OnStart: func(context.Context) error {
-			opened, err := openState(s.dir)
-			if err != nil {
-				return err
-			}
-			s.db = opened.db
-			log.Info("State record opened", "dir", s.dir)
+			s.opened = make(chan struct{})
+			go func() {
+				defer close(s.opened)
+				opened, err := openState(s.dir)
+				if err != nil {
+					s.openErr = err
+					log.Error("The state record cannot be opened: stopping, nothing applied", "dir", s.dir, "error", err)
+					shutdown.Shutdown(cell.ShutdownWithError(err))
+					return
+				}
+				s.db = opened.db
+				log.Info("State record opened", "dir", s.dir)
+			}()
 			return nil
 		},
 		OnStop: func(context.Context) error {
+			if s.opened != nil {
+				<-s.opened
+			}
 			if s.db == nil {
 				return nil
 			}
@@ -183,8 +205,20 @@ var errReadOnly = errors.New("the record is open read-only")
 // errStateNotOpen is the error of a record used before the hive started.
 var errStateNotOpen = errors.New("the state record is not open yet")
 
+// ready waits for the open begun at start, if any, and returns its error.
+func (s *stateRecord) ready() error {
+	if s.opened != nil {
+		<-s.opened
+		return s.openErr
+	}
+	return nil
+}
+
 // update runs fn in a read-write transaction, committed and synced.
 func (s *stateRecord) update(fn func(*bolt.Tx) error) error {
+	if err := s.ready(); err != nil {
+		return err
+	}
 	if s.db == nil {
 		return fmt.Errorf("%s: %w", s.dir, errStateNotOpen)
 	}
@@ -196,6 +230,9 @@ func (s *stateRecord) update(fn func(*bolt.Tx) error) error {
 
 // view runs fn in a read-only transaction.
 func (s *stateRecord) view(fn func(*bolt.Tx) error) error {
+	if err := s.ready(); err != nil {
+		return err
+	}
 	if s.db == nil {
 		return fmt.Errorf("%s: %w", s.dir, errStateNotOpen)
 	}
