@@ -114,5 +114,19 @@ func prefetchFor(cmd *cobra.Command) *desiredPrefetch {
 	if path == "" || strings.Trim(value("etcd-endpoints"), "[] ") != "" {
 		return nil
 	}
-	return startPrefetch(path, decodeFileItems)
+	return startPrefetch(path, prefetchDecode)
+}
+
+// prefetchWholeBelow is the largest file the prefetch decodes on one core:
+// in two halves (decodeFileItems), it would take both cores from the
+// hive's build, which has as much to do as a file of this size; a larger
+// file, whose decode the start waits for anyway, is decoded in halves.
+const prefetchWholeBelow = 2 << 20
+
+// prefetchDecode is the prefetch's decodeFileItems.
+func prefetchDecode(path string, data []byte) ([]reflector.Item[fileObject], error) {
+	if len(data) < prefetchWholeBelow {
+		return decodeWhole(path, data)
+	}
+	return decodeFileItems(path, data)
 }
