@@ -359,3 +359,33 @@ func TestStopCancelsOperations(t *testing.T) {
 		t.Fatalf("last health report %v, want Stopped", last)
 	}
 }
+
+// Put writes an object Pending without looking first: into an empty table,
+// and over a stored object, Equal or not, which it returns.
+func TestDesiredWriterPut(t *testing.T) {
+	f := newFixture(t, false)
+	w := reconciler.DesiredWriter[*testObj]{
+		Table:           f.table,
+		Equal:           func(a, b *testObj) bool { return a.ID == b.ID && a.Value == b.Value },
+		SetObjectStatus: setStatus,
+	}
+	wtxn := f.db.WriteTxn(f.table)
+	if old, had, err := w.Put(wtxn, &testObj{ID: "a", Value: 1}); err != nil || had || old != nil {
+		t.Fatalf("Put into an empty table: %v, %v, %v; want nothing replaced", old, had, err)
+	}
+	wtxn.Commit()
+	rev := f.table.Revision(f.db.ReadTxn())
+	for _, v := range []int{1, 2} { // Equal to the stored one, then not
+		wtxn := f.db.WriteTxn(f.table)
+		old, had, err := w.Put(wtxn, &testObj{ID: "a", Value: v})
+		wtxn.Commit()
+		if err != nil || !had || old.Value == 0 {
+			t.Fatalf("Put of value %d over a stored object: %v, %v, %v; want it replaced and returned", v, old, had, err)
+		}
+		got, objRev, _ := f.table.Get(f.db.ReadTxn(), idIndex.Query("a"))
+		if got.Value != v || got.Status.Kind != reconciler.StatusKindPending || objRev <= rev {
+			t.Fatalf("after Put of value %d: value %d, status %s at revision %d (was %d); want written, Pending", v, got.Value, got.Status.Kind, objRev, rev)
+		}
+		rev = objRev
+	}
+}

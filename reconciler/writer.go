@@ -33,11 +33,11 @@ func (w DesiredWriter[Obj]) Upsert(txn statedb.WriteTxn, obj Obj) (written bool,
 }
 
 // Put inserts obj with status Pending without first looking at the stored
-// object, and returns it: for a writer that expects none (the first fill
-// of an empty table), which saves Upsert's lookup. A stored object of
-// obj's primary key is replaced, Equal to obj or not. obj must be a new
-// object owned by the caller (its status is set in place). Errors are
-// those of RWTable.Insert.
+// object: for a writer that expects none (the first fill of an empty
+// table), which saves Upsert's lookup. A stored object of obj's primary
+// key is replaced, Equal to obj or not, and returned (old, hadOld). obj
+// must be a new object owned by the caller (its status is set in place).
+// Errors are those of RWTable.Insert.
 func (w DesiredWriter[Obj]) Put(txn statedb.WriteTxn, obj Obj) (old Obj, hadOld bool, err error) {
 	return w.Table.Insert(txn, w.SetObjectStatus(obj, StatusPending()))
 }

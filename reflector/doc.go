@@ -91,13 +91,20 @@
 // a commit (an index function, the DesiredWriter's Equal) aborts the write
 // transaction and undoes every change to that memory, so a Run after it
 // lists again and converges, with no lost delete. A panic in Filter or
-// Transform is recovered and rejects that value.
+// Transform is recovered and rejects that value. One step is deferred: a
+// first list into empty tables (a program's start) is written without
+// entering its keys in that memory; they are kept aside, and entered by a
+// goroutine of the reflector's after the commit, once Config.Idle closes
+// (or at once, without it), and before anything reads that memory (the
+// next commit or list waits for it). Run does not return before it is
+// done.
 //
 // Nothing old overrides the new. Events at or below the revision of the
 // last list, at or below a revision a Progress said was complete, or older
 // than the latest event received are ignored (a source may replay them
 // after a reconnect), and within a batch the latest event of a key wins.
 //
-// Only the goroutine running Run touches the reflector's state; Revision,
-// RevisionWatch and Rejected are safe for concurrent use.
+// Only the goroutine running Run touches the reflector's state (and the
+// goroutine that enters a first list's keys, above, which hands them
+// over); Revision, RevisionWatch and Rejected are safe for concurrent use.
 package reflector

@@ -179,12 +179,13 @@ type Config[In, Obj any] struct {
 	Metrics                          Metrics      // default NopMetrics
 	Health                           Health       // default none
 	Logger                           *slog.Logger // default slog.Default()
-	// Idle, if set, says when the reflector's own bookkeeping of a first
-	// list into empty tables (a start's) is done: written without it,
-	// the list is committed sooner, and its keys are entered in the
-	// reflector's maps in the background once Idle is closed (a start
-	// closes it once ready), or at once when the next change or list
-	// needs them. Without Idle, that work runs in the background at once.
+	// Idle, if set, lets the reflector enter the keys of a first list
+	// into empty tables (a program's start) in its memory only once it is
+	// closed: that list is committed without that work, which then runs
+	// in the background after Idle closes (a program closes it once its
+	// start is done, or when it stops), or at once when the next change
+	// or list needs it. Without Idle, it runs in the background right
+	// after the commit.
 	Idle <-chan struct{}
 }
 

@@ -77,7 +77,7 @@ func runCommand() *cobra.Command {
 	cmd.Use = "run"
 	cmd.Short = "Reconcile the desired-state file, or the fleet's desired state in etcd (in a private network namespace unless --netns says otherwise)"
 	cmd.RunE = func(c *cobra.Command, args []string) error {
-		gcOn, _ := buildGCOff()
+		gcOn, _ := buildGCOff(runFlag(c, "memory-budget"))
 		run.pre = prefetchFor(c)
 		if err := h.Populate(); err != nil {
 			return err

@@ -158,7 +158,8 @@ const readyGCDelay = time.Second
 const startGCOffMax = time.Minute
 
 // buildGCOff turns the collector off while `agent run` builds its hive,
-// up to the default budget, unless the environment sets GOGC or
+// up to memoryBudget (--memory-budget, read before the hive reads it),
+// unless that is 0 or not a size, or the environment sets GOGC or
 // GOMEMLIMIT: the hive's build allocates its first 4 MB there, and the
 // collection it started at once (about a millisecond of both cores, and
 // a stop of the world) was on every start's critical path, before the
@@ -166,11 +167,11 @@ const startGCOffMax = time.Minute
 // defaults back; call it when the hive will not start with a budget
 // (--memory-budget 0, or the agent runs again in a sandbox). It reports
 // whether it turned the collector off.
-func buildGCOff() (undo func(), off bool) {
-	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+func buildGCOff(memoryBudget string) (undo func(), off bool) {
+	budget, err := parseBytes(memoryBudget)
+	if err != nil || budget == 0 || os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
 		return func() {}, false
 	}
-	budget, _ := parseBytes(DefaultMemoryBudget)
 	debug.SetMemoryLimit(budget)
 	debug.SetGCPercent(-1)
 	return func() {

@@ -123,26 +123,36 @@ type nopJobs struct{}
 
 func (nopJobs) Add(...job.Job) error { return nil }
 
-// The hive's build runs with the collector off, up to the default budget,
-// unless the environment chose; undo puts the defaults back.
+// The hive's build runs with the collector off, up to --memory-budget,
+// unless the budget is 0 or the environment chose; undo puts the defaults
+// back.
 func TestBuildGCOff(t *testing.T) {
+	gogc, limit := debug.SetGCPercent(100), debug.SetMemoryLimit(math.MaxInt64)
+	t.Cleanup(func() {
+		debug.SetGCPercent(gogc)
+		debug.SetMemoryLimit(limit)
+	})
 	t.Setenv("GOGC", "")
 	t.Setenv("GOMEMLIMIT", "")
-	undo, off := buildGCOff()
-	gogc, limit := debug.SetGCPercent(-1), debug.SetMemoryLimit(-1)
-	undo()
-	if !off || gogc != -1 || limit != 170<<20 {
-		t.Errorf("during the build: off %v, GOGC %d, limit %d; want off, -1, %d (the default budget)", off, gogc, limit, 170<<20)
+	for _, budget := range []string{DefaultMemoryBudget, "64MiB"} {
+		want, _ := parseBytes(budget)
+		undo, off := buildGCOff(budget)
+		gogc, limit := debug.SetGCPercent(-1), debug.SetMemoryLimit(-1)
+		undo()
+		if !off || gogc != -1 || limit != want {
+			t.Errorf("--memory-budget %s, during the build: off %v, GOGC %d, limit %d; want off, -1, %d", budget, off, gogc, limit, want)
+		}
+		if gogc, limit := debug.SetGCPercent(-1), debug.SetMemoryLimit(-1); gogc != 100 || limit != math.MaxInt64 {
+			t.Errorf("after undo: GOGC %d, limit %d; want 100 and none", gogc, limit)
+		}
+		debug.SetGCPercent(100)
 	}
-	if gogc, limit := debug.SetGCPercent(-1), debug.SetMemoryLimit(-1); gogc != 100 || limit != math.MaxInt64 {
-		t.Errorf("after undo: GOGC %d, limit %d; want 100 and none", gogc, limit)
-	}
-	debug.SetGCPercent(100)
-
-	t.Setenv("GOGC", "50")
-	undo, off = buildGCOff()
-	undo()
-	if got := debug.SetGCPercent(100); off || got != 100 {
-		t.Errorf("with GOGC set: off %v, GOGC %d; want untouched (100)", off, got)
+	for _, c := range []struct{ budget, gogc string }{{"0", ""}, {"a lot", ""}, {DefaultMemoryBudget, "50"}} {
+		t.Setenv("GOGC", c.gogc)
+		undo, off := buildGCOff(c.budget)
+		undo()
+		if got := debug.SetGCPercent(100); off || got != 100 {
+			t.Errorf("--memory-budget %q, GOGC=%q: off %v, GOGC %d; want untouched (100)", c.budget, c.gogc, off, got)
+		}
 	}
 }

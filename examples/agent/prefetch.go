@@ -2,16 +2,13 @@ package main
 
 import (
 	"bytes"
-	"fmt"
-	"io"
 	"os"
 	"strings"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/spf13/cobra"
 	"github.com/steadystate/steadystate/hive"
 	"github.com/steadystate/steadystate/reflector"
+	"github.com/steadystate/steadystate/reflector/filesource"
 )
 
 // A start of `agent run` builds its hive (4-5 ms of dig's reflection) and
@@ -43,7 +40,7 @@ func startPrefetch[V any](path string, decode func(string, []byte) ([]reflector.
 	p := &prefetch[V]{path: path, done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
-		data, err := readRegular(path)
+		data, err := filesource.ReadFile(path)
 		if err != nil {
 			return // the source reads it and says why
 		}
@@ -55,39 +52,18 @@ func startPrefetch[V any](path string, decode func(string, []byte) ([]reflector.
 
 // take returns the prefetch's decode of data read from path, once: ok is
 // false if the prefetch read another path or other bytes, or was taken
-// already (the caller decodes then). It waits for the prefetch.
+// already (the caller decodes then). It waits for the prefetch, and lets
+// its result go either way.
 func (p *prefetch[V]) take(path string, data []byte) (items []reflector.Item[V], err error, ok bool) {
-	if p == nil || p.path != path || p.taken {
+	if p == nil || p.taken {
 		return nil, nil, false
 	}
 	<-p.done
 	p.taken = true
 	items, err = p.items, p.err
-	same := p.data != nil && bytes.Equal(p.data, data)
-	p.data, p.items, p.err = nil, nil, nil
+	same := p.path == path && p.data != nil && bytes.Equal(p.data, data)
+	p.data, p.items, p.err = nil, nil, nil // taken or not, let go
 	return items, err, same
-}
-
-// readRegular reads path if it is a regular file, without blocking on a
-// FIFO put in its place.
-func readRegular(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, info.Size()+bytes.MinRead))
-	if _, err := io.Copy(buf, f); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }
 
 // prefetchFor starts the prefetch of the desired file that `agent run`
@@ -98,23 +74,27 @@ func prefetchFor(cmd *cobra.Command) *desiredPrefetch {
 	if os.Geteuid() != 0 {
 		return nil
 	}
-	value := func(name string) string {
-		f := cmd.Flags().Lookup(name)
-		if f == nil {
-			return ""
-		}
-		if !f.Changed {
-			if v, ok := os.LookupEnv(hive.EnvName(envPrefix, name)); ok {
-				return v
-			}
-		}
-		return f.Value.String()
-	}
-	path := value("desired")
-	if path == "" || strings.Trim(value("etcd-endpoints"), "[] ") != "" {
+	path := runFlag(cmd, "desired")
+	if path == "" || strings.Trim(runFlag(cmd, "etcd-endpoints"), "[] ") != "" {
 		return nil
 	}
 	return startPrefetch(path, prefetchDecode)
+}
+
+// runFlag is the value `agent run` will take for flag name before its
+// hive reads it: the command line's, else its environment variable's (as
+// the hive applies them), else the default.
+func runFlag(cmd *cobra.Command, name string) string {
+	f := cmd.Flags().Lookup(name)
+	if f == nil {
+		return ""
+	}
+	if !f.Changed {
+		if v, ok := os.LookupEnv(hive.EnvName(envPrefix, name)); ok {
+			return v
+		}
+	}
+	return f.Value.String()
 }
 
 // prefetchWholeBelow is the largest file the prefetch decodes on one core:

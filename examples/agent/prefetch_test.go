@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/steadystate/steadystate/hive"
 	"github.com/steadystate/steadystate/reflector"
+	"golang.org/x/sys/unix"
 )
 
 // The first decode of the entry cache takes the prefetch's items when
@@ -41,7 +42,7 @@ func TestPrefetchTakenIfSame(t *testing.T) {
 			decodes.Add(1)
 			return decodeFileItems(path, data)
 		}
-		pre := startPrefetch(path, decodeFileItems)
+		pre := startPrefetch(path, prefetchDecode)
 		cache := newEntryCache(fileKeyList(), counting)
 		cache.prefetch = pre
 		got, err := cache.decode(path, c.read)
@@ -57,14 +58,24 @@ func TestPrefetchTakenIfSame(t *testing.T) {
 		}
 		cache.settle()
 	}
-	// Another path, or none to read: not taken.
-	path := filepath.Join(t.TempDir(), "desired.yaml")
+	// Another path, none to read, or a FIFO in the file's place (not
+	// waited on): not taken, and let go.
+	dir := t.TempDir()
+	path := filepath.Join(dir, "desired.yaml")
 	os.WriteFile(path, first, 0o644)
-	if _, _, ok := startPrefetch(path, decodeFileItems).take(path+".other", first); ok {
-		t.Error("the prefetch of another path was taken")
+	other := startPrefetch(path, prefetchDecode)
+	if _, _, ok := other.take(path+".other", first); ok || other.items != nil || other.data != nil {
+		t.Error("the prefetch of another path was taken, or kept")
 	}
-	if _, _, ok := startPrefetch(path+".missing", decodeFileItems).take(path+".missing", nil); ok {
+	if _, _, ok := startPrefetch(path+".missing", prefetchDecode).take(path+".missing", nil); ok {
 		t.Error("the prefetch of a missing file was taken")
+	}
+	fifo := filepath.Join(dir, "fifo.yaml")
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := startPrefetch(fifo, prefetchDecode).take(fifo, nil); ok {
+		t.Error("the prefetch of a FIFO was taken")
 	}
 	var none *desiredPrefetch
 	if _, _, ok := none.take(path, first); ok {

@@ -102,7 +102,7 @@ type (
 
 // Update implements reconciler.Target.
 func (r *recorded[Obj]) Update(ctx context.Context, txn statedb.ReadTxn, obj Obj) error {
-	if err := r.rec.ready(); err != nil {
+	if err := r.rec.ready(ctx); err != nil {
 		return err
 	}
 	if err := r.inner.Update(ctx, txn, obj); err != nil {
@@ -113,7 +113,7 @@ func (r *recorded[Obj]) Update(ctx context.Context, txn statedb.ReadTxn, obj Obj
 
 // Delete implements reconciler.Target.
 func (r *recorded[Obj]) Delete(ctx context.Context, txn statedb.ReadTxn, obj Obj) error {
-	if err := r.rec.ready(); err != nil {
+	if err := r.rec.ready(ctx); err != nil {
 		return err
 	}
 	if err := r.inner.Delete(ctx, txn, obj); err != nil {
@@ -125,7 +125,7 @@ func (r *recorded[Obj]) Delete(ctx context.Context, txn statedb.ReadTxn, obj Obj
 
 // Prune implements reconciler.Target.
 func (r *recorded[Obj]) Prune(ctx context.Context, txn statedb.ReadTxn, desired iter.Seq2[Obj, statedb.Revision]) error {
-	if err := r.rec.ready(); err != nil {
+	if err := r.rec.ready(ctx); err != nil {
 		return err
 	}
 	if r.marked {
@@ -367,7 +367,7 @@ type batcher[Obj any] struct {
 }
 
 func (b batcher[Obj]) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[Obj]) {
-	if b.notReady(batch) {
+	if b.notReady(ctx, batch) {
 		return
 	}
 	if b.r.marked {
@@ -432,7 +432,7 @@ func (b batcher[Obj]) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batc
 }
 
 func (b batcher[Obj]) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[Obj]) {
-	if b.notReady(batch) {
+	if b.notReady(ctx, batch) {
 		return
 	}
 	b.b.DeleteBatch(ctx, txn, batch)
@@ -452,11 +452,11 @@ func (b batcher[Obj]) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batc
 	b.failApplied(batch, b.r.record(nil, gone))
 }
 
-// notReady waits for the record (see stateRecord) and, if it could not
+// notReady waits for the record (see stateRecord), or ctx, and, if it could not
 // be opened, makes that the outcome of every entry of batch, which is not
 // applied.
-func (b batcher[Obj]) notReady(batch []reconciler.BatchEntry[Obj]) bool {
-	err := b.r.rec.ready()
+func (b batcher[Obj]) notReady(ctx context.Context, batch []reconciler.BatchEntry[Obj]) bool {
+	err := b.r.rec.ready(ctx)
 	if err != nil {
 		for i := range batch {
 			batch[i].Result = err

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -42,7 +43,10 @@ import (
 //
 // Every write is one bbolt transaction, synced before it returns. The
 // database is locked while open (flock); a second agent on the same state
-// directory waits stateOpenTimeout and fails naming it.
+// directory waits stateOpenTimeout and fails naming it. It has started
+// meanwhile (its status API up, its desired state loaded; in fleet mode its
+// node joined), but it changes nothing in the kernel: its targets wait for
+// the record (see stateRecord), and it stops with the error.
 //
 // The default directory is one per managed namespace: STATEROOT/NS with
 // NS as for the socket ("host", "netns-NAME"); STATEROOT is
@@ -109,21 +113,23 @@ type stateRecord struct {
 	dir      string
 	readOnly bool // opened by agent diff: writes fail with errReadOnly
 	// opened is closed once the open begun at start is done, db set or
-	// openErr; nil for a record opened otherwise (openState).
+	// openErr; started says that it began (a record never started, or
+	// opened otherwise, as by openState, has none to wait for).
 	opened  chan struct{}
+	started atomic.Bool
 	openErr error
 }
 
 // newStateRecord returns the record of cfg's namespace, to be opened at
 // start.
 func newStateRecord(cfg AgentConfig, lc cell.Lifecycle, log *slog.Logger, shutdown cell.Shutdowner) *stateRecord {
-	s := &stateRecord{dir: cfg.StateDirPath()}
+	s := &stateRecord{dir: cfg.StateDirPath(), opened: make(chan struct{})}
 	// A sandbox's own directory (by default, or handed down by the
 	// unprivileged parent) goes with it; one the user named stays.
 	sandbox := cfg.NetNS == netnsSandbox && isSandboxStateDir(s.dir)
 	lc.Append(cell.Hook{
 		OnStart: func(context.Context) error {
-			s.opened = make(chan struct{})
+			s.started.Store(true)
 			go func() {
 				defer close(s.opened)
 				opened, err := openState(s.dir)
@@ -138,12 +144,14 @@ func newStateRecord(cfg AgentConfig, lc cell.Lifecycle, log *slog.Logger, shutdo
 			}()
 			return nil
 		},
-		OnStop: func(context.Context) error {
-			if s.opened != nil {
-				<-s.opened
+		OnStop: func(ctx context.Context) error {
+			select {
+			case <-s.opened:
+			case <-ctx.Done():
+				return fmt.Errorf("--state-dir %s: the record was still opening at stop: %w", s.dir, ctx.Err())
 			}
 			if s.db == nil {
-				return nil
+				return nil // the open failed: its error stopped the agent
 			}
 			err := s.db.Close()
 			if sandbox {
@@ -205,18 +213,23 @@ var errReadOnly = errors.New("the record is open read-only")
 // errStateNotOpen is the error of a record used before the hive started.
 var errStateNotOpen = errors.New("the state record is not open yet")
 
-// ready waits for the open begun at start, if any, and returns its error.
-func (s *stateRecord) ready() error {
-	if s.opened != nil {
-		<-s.opened
-		return s.openErr
+// ready waits for the open begun at start, if any, and returns its error
+// (or ctx's, if ctx ends first).
+func (s *stateRecord) ready(ctx context.Context) error {
+	if !s.started.Load() {
+		return nil
 	}
-	return nil
+	select {
+	case <-s.opened:
+		return s.openErr
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the state record in %s to open: %w", s.dir, ctx.Err())
+	}
 }
 
 // update runs fn in a read-write transaction, committed and synced.
 func (s *stateRecord) update(fn func(*bolt.Tx) error) error {
-	if err := s.ready(); err != nil {
+	if err := s.ready(context.Background()); err != nil {
 		return err
 	}
 	if s.db == nil {
@@ -230,7 +243,7 @@ func (s *stateRecord) update(fn func(*bolt.Tx) error) error {
 
 // view runs fn in a read-only transaction.
 func (s *stateRecord) view(fn func(*bolt.Tx) error) error {
-	if err := s.ready(); err != nil {
+	if err := s.ready(context.Background()); err != nil {
 		return err
 	}
 	if s.db == nil {

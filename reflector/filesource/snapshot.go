@@ -90,6 +90,15 @@ func readSnapshot(path string) (s snapshot, writing bool, err error) {
 	return s, writing, nil
 }
 
+// ReadFile reads path as a Source reads its file: a regular file only (a
+// FIFO or a device put in its place is refused, never waited on). A
+// program that reads the file ahead of the source (to decode it while it
+// starts, say) reads what the source will compare with its own read.
+func ReadFile(path string) ([]byte, error) {
+	s, _, err := readSnapshot(path)
+	return s.data, err
+}
+
 // openForWriting reports whether another process holds f's file open for
 // writing: Linux refuses a read lease then (EAGAIN). A lease needs the
 // file's owner or CAP_LEASE and a file system that has leases; without
