@@ -41,7 +41,7 @@ func TestMemoryPerTable(t *testing.T) {
 		for i := range extra {
 			items = append(items, reflector.Item[int]{Table: "tb", Key: fmt.Sprintf("k%06d", i), Value: i, Revision: 1})
 		}
-		src := &listSource{}
+		src := &listSource{watching: make(chan struct{}, 1)}
 		src.set(1, items...)
 		m, err := reflector.NewMulti(db, reflector.MultiConfig[int]{
 			Name: "mem", Source: src, Tables: specs,
@@ -51,6 +51,12 @@ func TestMemoryPerTable(t *testing.T) {
 			t.Fatal(err)
 		}
 		stop := running(t, m, 1)
+		// The first list's keys go into the maps after its commit, in
+		// the background; a relist waits for them: measured then.
+		<-src.watching
+		src.set(2, items...)
+		src.lose()
+		waitRevision(t, m, 2)
 		return func() {
 			stop()
 			runtime.KeepAlive(db)
