@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -152,74 +151,17 @@ func lastReport(f *fixture) reconcilertest.HealthReport {
 // its own (the usual way), in one commit; Idle never closes, so the maps
 // are made when the next change needs them, and Run's end waits for them.
 func TestPanicInFirstList(t *testing.T) {
-	src := newMultiSource(1)
-	var armed atomic.Bool
-	armed.Store(true)
-	byValue := statedb.Index[*obj, int]{
-		Name: "value",
-		FromObject: func(o *obj) index.KeySet {
-			if armed.Load() && o.Value == 666 {
-				panic(fmt.Sprintf("FromObject of %s=666", o.Name))
-			}
-			return index.NewKeySet(index.Int(o.Value))
-		},
-		FromKey: index.Int,
-	}
-	db := statedb.New()
-	var specs []reflector.TableSpec[int]
-	tables := map[string]statedb.RWTable[*obj]{}
-	for _, name := range []string{"ta", "tb"} {
-		tbl, err := statedb.NewTable(db, name, nameIndex, byValue)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tables[name] = tbl
-		specs = append(specs, reflector.Into[int, *obj]{Table: name, Writer: objWriter(tbl),
-			Transform: func(key string, v int) (*obj, error) { return &obj{Name: key, Value: v}, nil }})
-	}
-	wtxn := db.WriteTxn(tables["tb"])
-	tables["tb"].Insert(wtxn, &obj{Name: "own", Value: 7})
-	wtxn.Commit()
 	idle := make(chan struct{}) // never closed
-	m, err := reflector.NewMulti(db, reflector.MultiConfig[int]{
-		Name: "multi", Source: src, Tables: specs, Idle: idle,
-		BatchSize: 1000, BatchInterval: time.Millisecond,
-		RetryBackoffMin: time.Millisecond, RetryBackoffMax: time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler),
+	f := newPanicFixture(t, idle, func(db *statedb.DB, tables map[string]statedb.RWTable[*obj]) {
+		wtxn := db.WriteTxn(tables["tb"])
+		tables["tb"].Insert(wtxn, &obj{Name: "own", Value: 7})
+		wtxn.Commit()
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	contents := func() map[tk]int {
-		txn := db.ReadTxn()
-		got := map[tk]int{}
-		for name, tbl := range tables {
-			for o := range tbl.All(txn) {
-				got[tk{name, o.Name}] = o.Value
-			}
-		}
-		return got
-	}
+	f.armed.Store(true)
+	src, m, contents, waitFor := f.src, f.m, f.contents, f.waitFor
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	run := func() <-chan any {
-		ended := make(chan any, 1)
-		go func() {
-			defer func() { ended <- recover() }()
-			m.Run(ctx)
-		}()
-		return ended
-	}
-	waitFor := func(want map[tk]int, rev uint64) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !maps.Equal(contents(), want) || m.Revision() != rev {
-			if time.Now().After(deadline) {
-				t.Fatalf("tables %v at Revision %d, want %v at %d", contents(), m.Revision(), want, rev)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
+	run := func() <-chan any { return f.run(ctx) }
 	own := map[tk]int{{"tb", "own"}: 7}
 
 	src.commit([]mop{{tk: tk{"ta", "a"}, val: 1}, {tk: tk{"ta", "b"}, val: 666}, {tk: tk{"tb", "c"}, val: 3}})
@@ -230,7 +172,7 @@ func TestPanicInFirstList(t *testing.T) {
 		t.Fatalf("after the first list's panic: tables %v at Revision %d, want only tb's own object at 0", got, m.Revision())
 	}
 
-	armed.Store(false)
+	f.armed.Store(false)
 	second := run()
 	waitFor(map[tk]int{{"ta", "a"}: 1, {"ta", "b"}: 666, {"tb", "c"}: 3, {"tb", "own"}: 7}, src.revision())
 	src.commit([]mop{{tk: tk{"ta", "a"}, del: true}, {tk: tk{"tb", "c"}, del: true}, {tk: tk{"ta", "d"}, val: 4}})
