@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/steadystate/steadystate/index"
+	"github.com/steadystate/steadystate/internal/later"
 	"github.com/steadystate/steadystate/internal/names"
 	"github.com/steadystate/steadystate/internal/shrink"
 	"github.com/steadystate/steadystate/statedb"
@@ -72,12 +73,11 @@ type fill[In, Obj any] struct {
 	// from them after the commit, in the background, once idle is closed
 	// or the next use of the maps (settle) comes.
 	idle      <-chan struct{}
-	checkFast bool           // the first Put of the commit decides fast
-	fast      bool           // the commit under way puts putNew's way
-	staged    []staged[In]   // fast's keys, until keep hands them to the build
-	building  int            // how many keys the build under way makes
-	built     chan built[In] // the build's maps, once; nil without a build
-	buildNow  chan struct{}  // closed: build without waiting for idle
+	checkFast bool                     // the first Put of the commit decides fast
+	fast      bool                     // the commit under way puts putNew's way
+	staged    []staged[In]             // fast's keys, until keep hands them to the build
+	build     *later.Result[built[In]] // the maps of the staged keys; nil without a build
+	building  int                      // how many keys build makes
 }
 
 // staged is a key that putNew wrote: its value and its object's primary
@@ -92,6 +92,15 @@ type staged[In any] struct {
 type built[In any] struct {
 	held   map[string]kept[In]
 	owners map[string][]string
+}
+
+// enter makes each staged key its held entry and the sole owner of its
+// primary key.
+func enter[In any](held map[string]kept[In], owners map[string][]string, st []staged[In]) {
+	for _, e := range st {
+		held[e.key] = kept[In]{val: e.val, pk: e.pk}
+		owners[e.pk] = []string{e.key}
+	}
 }
 
 // undoEntry restores one entry of one of fill's maps.
@@ -247,10 +256,7 @@ func (f *fill[In, Obj]) putNew(txn statedb.WriteTxn, key string, v In) (int, boo
 	}
 	// Another key of the list has this primary key: the maps from now on.
 	f.fast = false
-	for _, e := range f.staged {
-		f.held[e.key] = kept[In]{val: e.val, pk: e.pk}
-		f.owners[e.pk] = []string{e.key}
-	}
+	enter(f.held, f.owners, f.staged)
 	f.staged = nil
 	f.setHeld(key, kept[In]{val: v, pk: pk})
 	f.setOwners(pk, append(without(f.owners[pk], key), key))
@@ -266,26 +272,11 @@ func (f *fill[In, Obj]) startBuild() {
 	st := f.staged
 	f.staged = nil
 	f.building = len(st)
-	done, now := make(chan built[In], 1), make(chan struct{})
-	f.built, f.buildNow = done, now
-	idle := f.idle
-	if idle == nil {
-		idle = now
-		close(now)
-		f.buildNow = nil
-	}
-	go func() {
-		select {
-		case <-idle:
-		case <-now:
-		}
+	f.build = later.Start(f.idle, func() built[In] {
 		b := built[In]{held: make(map[string]kept[In], len(st)), owners: make(map[string][]string, len(st))}
-		for _, e := range st {
-			b.held[e.key] = kept[In]{val: e.val, pk: e.pk}
-			b.owners[e.pk] = []string{e.key}
-		}
-		done <- b
-	}()
+		enter(b.held, b.owners, st)
+		return b
+	})
 }
 
 // settle waits for the build under way, if any, and takes its maps. The
@@ -293,15 +284,11 @@ func (f *fill[In, Obj]) startBuild() {
 // after settle (a commit's, through begin). The commit that staged the
 // keys put none into them, so the build's maps are the whole of them.
 func (f *fill[In, Obj]) settle() {
-	if f.built == nil {
+	if f.build == nil {
 		return
 	}
-	if f.buildNow != nil {
-		close(f.buildNow)
-		f.buildNow = nil
-	}
-	b := <-f.built
-	f.built, f.building = nil, 0
+	b := f.build.Wait()
+	f.build, f.building = nil, 0
 	f.held, f.owners = b.held, b.owners
 	f.peaks.held, f.peaks.owners = len(b.held), len(b.owners)
 }

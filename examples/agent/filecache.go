@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/steadystate/steadystate/internal/later"
 	"github.com/steadystate/steadystate/internal/shrink"
 	"github.com/steadystate/steadystate/reflector"
 )
@@ -55,11 +56,10 @@ type entryCache[V any] struct {
 	prefetch *prefetch[V]
 
 	mu sync.Mutex
-	// filling, if not nil, closes when the fill of a first version is
-	// done: it runs in the background (see decode), and the cache is its
-	// until then.
-	filling chan struct{}
-	fillNow chan struct{}                         // closed by waitFill: the fill may wait for idle until then
+	// filling, if not nil, is the fill of a first version: it runs in
+	// the background once idle closes (see decode), and the cache is its
+	// until it is done.
+	filling *later.Result[struct{}]
 	gen     uint64                                // the decode in progress
 	entries map[string]map[string]*cachedEntry[V] // by top-level key, by entry text
 	names   map[nameKey]*cachedEntry[V]           // the same entries by table and name, once a version has new ones
@@ -103,26 +103,14 @@ func (c *entryCache[V]) decode(path string, data []byte) ([]reflector.Item[V], e
 			items, err = c.full(path, data)
 		}
 		if err == nil {
-			done, now := make(chan struct{}), make(chan struct{})
-			c.filling, c.fillNow = done, now
 			own := slices.Clone(items) // the caller's are the caller's
-			idle := c.idle
-			if idle == nil {
-				idle = now
-				close(now)
-				c.fillNow = nil
-			}
-			go func() {
-				defer close(done)
-				select {
-				case <-idle:
-				case <-now:
-				}
+			c.filling = later.Start(c.idle, func() struct{} {
 				if sections, ok := splitEntries(data, c.keys, nil); ok {
 					c.counts = sectionCounts(sections)
 					c.fill(data, sections, own)
 				}
-			}()
+				return struct{}{}
+			})
 		}
 		return items, err
 	}
@@ -149,11 +137,7 @@ func (c *entryCache[V]) decode(path string, data []byte) ([]reflector.Item[V], e
 // them comes after waitFill.
 func (c *entryCache[V]) waitFill() {
 	if c.filling != nil {
-		if c.fillNow != nil {
-			close(c.fillNow)
-			c.fillNow = nil
-		}
-		<-c.filling
+		c.filling.Wait()
 		c.filling = nil
 	}
 }

@@ -368,12 +368,6 @@ func TestEntryCacheFillWaitsForIdle(t *testing.T) {
 // it, nor making it start).
 func fillDone(c *entryCache[fileObject]) bool {
 	c.mu.Lock()
-	done := c.filling
-	c.mu.Unlock()
-	select {
-	case <-done:
-		return true
-	default:
-		return false
-	}
+	defer c.mu.Unlock()
+	return c.filling == nil || c.filling.Done()
 }

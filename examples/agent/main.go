@@ -83,8 +83,8 @@ func runCommand() *cobra.Command {
 			return err
 		}
 		ns, cfg, l, fleetMode := run.ns, run.cfg, run.l, run.fleet.Enabled()
-		if budget, err := parseBytes(cfg.MemoryBudget); err != nil || budget == 0 || ns.Reexec {
-			gcOn() // no budget at Start (startMemoryBudget) to take over
+		if ns.Reexec {
+			gcOn() // this process starts no hive: no budget at Start to take over
 		}
 		if err := checkMode(cfg, run.fleet); err != nil {
 			return exitError{code: exitUsage, err: err}

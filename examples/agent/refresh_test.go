@@ -203,13 +203,13 @@ func (s *refreshNode) pass() (time.Duration, map[string]time.Duration) {
 		if first.IsZero() || start.Before(first) {
 			first = start
 		}
-		last = later(last, end)
+		last = latest(last, end)
 		each[table] = end.Sub(start)
 	}
 	return last.Sub(first), each
 }
 
-func later(a, b time.Time) time.Time {
+func latest(a, b time.Time) time.Time {
 	if a.After(b) {
 		return a
 	}

@@ -163,12 +163,12 @@ func TestIdleDefersFirstMap(t *testing.T) {
 			t.Fatal("the first version of 20 items was not left to the background")
 		}
 		synctest.Wait()
-		if len(filled) != 0 {
+		if filled.Done() {
 			t.Fatal("the first version's map was made before Idle closed")
 		}
 		close(idle)
 		synctest.Wait()
-		if len(filled) != 1 {
+		if !filled.Done() {
 			t.Fatal("the first version's map was not made once Idle closed")
 		}
 		s.mu.Lock()

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/steadystate/steadystate/internal/later"
 	"github.com/steadystate/steadystate/internal/shrink"
 	"github.com/steadystate/steadystate/reflector"
 )
@@ -115,35 +116,22 @@ type Source[In any] struct {
 	watches atomic.Int64
 	// n is how many items the latest good version has.
 	n int
-	// filling, if not nil, sends items once a first version's are made
-	// (in the background: see take); settle waits for it, once it closed
-	// fillNow (the work may wait for Config.Idle until then).
-	filling chan map[itemKey]*slot[In]
-	fillNow chan struct{}
+	// filling, if not nil, is the map of a first version's items, made
+	// in the background once Config.Idle closes (see take); settle waits
+	// for it (and has it made at once).
+	filling *later.Result[map[itemKey]*slot[In]]
 }
 
 // fillAbove is how many items a first version needs for its items to be
 // made in the background (a variable for tests).
 var fillAbove = 4096
 
-// idleOrNow is what the background work waits for: Config.Idle, or
-// nothing (a closed channel) without one.
-func (s *Source[In]) idleOrNow() <-chan struct{} {
-	if s.cfg.Idle != nil {
-		return s.cfg.Idle
-	}
-	return closedChan
-}
-
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
 // settle waits for the items being made in the background, if any. s.mu
 // is held; every use of s.items comes after it.
 func (s *Source[In]) settle() {
 	if s.filling != nil {
-		close(s.fillNow)
-		s.items = shrink.Map(<-s.filling, &s.peak) // its peak
-		s.filling, s.fillNow = nil, nil
+		s.items = shrink.Map(s.filling.Wait(), &s.peak) // its peak
+		s.filling = nil
 	}
 }
 
@@ -442,20 +430,15 @@ func (s *Source[In]) take(items []reflector.Item[In], c change, events bool) ([]
 		}
 		if background = !events && len(c.put) >= fillAbove; background {
 			// items and c are the source's, and no one changes them.
-			filled, now := make(chan map[itemKey]*slot[In], 1), make(chan struct{})
-			s.filling, s.fillNow = filled, now
-			go func(gen uint64, idle <-chan struct{}) {
-				select {
-				case <-idle: // closed without an Idle: at once
-				case <-now:
-				}
+			gen := s.gen
+			s.filling = later.Start(s.cfg.Idle, func() map[itemKey]*slot[In] {
 				m := make(map[itemKey]*slot[In], len(c.put))
 				for _, i := range c.put {
 					it := items[i]
 					m[itemKey{it.Table, it.Key}] = &slot[In]{item: it, seen: gen}
 				}
-				filled <- m
-			}(s.gen, s.idleOrNow())
+				return m
+			})
 		} else {
 			s.items = make(map[itemKey]*slot[In], len(c.put))
 		}
