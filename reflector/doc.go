@@ -107,4 +107,7 @@
 // Only the goroutine running Run touches the reflector's state (and the
 // goroutine that enters a first list's keys, above, which hands them
 // over); Revision, RevisionWatch and Rejected are safe for concurrent use.
+// In a first list into an empty table of 2,048 or more values, Filter,
+// Transform and the primary index's key run on a goroutine of their own,
+// a few chunks of 256 ahead of the writes (see TableSpec.Transform).
 package reflector

@@ -26,6 +26,10 @@ type filler[In any] interface {
 	// put and del apply one event of key; they return how many objects
 	// they wrote and whether the value was rejected.
 	put(txn statedb.WriteTxn, key string, v In) (written int, rejected bool)
+	// putRun applies a list's Puts, all of the fill's table, as put would
+	// one after the other; it returns how many objects they wrote and how
+	// many values were rejected.
+	putRun(txn statedb.WriteTxn, evs []Event[In]) (written, rejected int)
 	del(txn statedb.WriteTxn, key string) (written int)
 	// known returns every key stored or rejected, for a relist's deletes.
 	known() iter.Seq[string]
@@ -173,25 +177,30 @@ func (f *fill[In, Obj]) known() iter.Seq[string] {
 // written (it is the most recent value of its primary key), and the
 // object the key held before released if its primary key changed.
 func (f *fill[In, Obj]) put(txn statedb.WriteTxn, key string, v In) (int, bool) {
+	f.decideFast(txn)
+	return f.putPrepared(txn, key, v, f.prepare(key, v))
+}
+
+// decideFast decides, at the commit's first Put, whether it puts putNew's
+// way: a first list into an empty table.
+func (f *fill[In, Obj]) decideFast(txn statedb.WriteTxn) {
 	if f.checkFast {
 		f.checkFast = false
 		f.fast = f.spec.Writer.Table.NumObjects(txn) == 0
 	}
+}
+
+// putPrepared applies a Put of key whose value v made p.
+func (f *fill[In, Obj]) putPrepared(txn statedb.WriteTxn, key string, v In, p prepared[Obj]) (int, bool) {
 	if f.fast {
-		return f.putNew(txn, key, v)
+		return f.putNew(txn, key, v, p)
 	}
-	keep, err := f.filter(key, v)
-	if err == nil && !keep {
+	if p.err == nil && !p.keep {
 		return f.del(txn, key), false
 	}
-	var obj Obj
-	if err == nil {
-		obj, err = f.transform(key, v)
-	}
-	var pk string
+	obj, pk, err := p.obj, p.pk, p.err
 	written := 0
 	if err == nil {
-		pk = string(f.spec.Writer.Table.PrimaryKey(obj))
 		var wrote bool
 		if wrote, err = f.spec.Writer.Upsert(txn, obj); wrote {
 			written++
@@ -229,20 +238,14 @@ func (f *fill[In, Obj]) put(txn statedb.WriteTxn, key string, v In) (int, bool) 
 // on its critical path. Two keys whose objects have one primary key are
 // seen by the write (the second replaces the first): the staged keys then
 // go into the maps, and put goes on its usual way.
-func (f *fill[In, Obj]) putNew(txn statedb.WriteTxn, key string, v In) (int, bool) {
-	keep, err := f.filter(key, v)
-	if err == nil && !keep {
+func (f *fill[In, Obj]) putNew(txn statedb.WriteTxn, key string, v In, p prepared[Obj]) (int, bool) {
+	if p.err == nil && !p.keep {
 		return 0, false // never held: nothing to delete
 	}
-	var obj Obj
-	if err == nil {
-		obj, err = f.transform(key, v)
-	}
-	var pk string
+	obj, pk, err := p.obj, p.pk, p.err
 	var old Obj
 	var hadOld bool
 	if err == nil {
-		pk = string(f.spec.Writer.Table.PrimaryKey(obj))
 		old, hadOld, err = f.spec.Writer.Put(txn, obj)
 	}
 	if err != nil {

@@ -410,9 +410,23 @@ func (m *Multi[In]) commit(evs []Event[In], since time.Time, initial bool) {
 		}
 	}()
 	written, rejectedNow := 0, 0
-	for _, ev := range evs {
+	for i := 0; i < len(evs); {
+		ev := evs[i]
 		f := m.fillOf(ev.Table)
 		if f == nil {
+			i++
+			continue
+		}
+		if ev.Kind == Put && initial {
+			// A list's Puts of one table go together (see putRun).
+			j := i + 1
+			for j < len(evs) && evs[j].Kind == Put && (evs[j].Table == ev.Table || m.fillOf(evs[j].Table) == f) {
+				j++
+			}
+			n, rejected := f.putRun(wtxn, evs[i:j])
+			written += n
+			rejectedNow += rejected
+			i = j
 			continue
 		}
 		switch ev.Kind {
@@ -425,6 +439,7 @@ func (m *Multi[In]) commit(evs []Event[In], since time.Time, initial bool) {
 		case Delete:
 			written += f.del(wtxn, ev.Key)
 		}
+		i++
 	}
 	if initial {
 		for _, f := range m.fills {

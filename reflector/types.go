@@ -162,6 +162,14 @@ type Config[In, Obj any] struct {
 	// an error. It must return a new object on each call (the reflector
 	// calls it again for a value it kept, when that value's object must be
 	// written again). Required.
+	//
+	// Filter and Transform are called one at a time and in the source's
+	// order, but in a first list into an empty table (a start's) not
+	// necessarily on Run's goroutine: a run of 2,048 or more values is
+	// prepared on a goroutine of its own, up to four chunks of 256 ahead
+	// of the writes, so at the same time as the Writer's callbacks and
+	// the table's index functions, and possibly for values of a commit
+	// that then fails (a panic in an index rolls it back).
 	Transform func(key string, v In) (Obj, error)
 	// BatchSize is about the most objects per write transaction: a
 	// batch of whole revisions is committed once it holds BatchSize

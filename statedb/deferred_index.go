@@ -101,13 +101,16 @@ var parallelReplayAbove atomic.Int64
 func init() { parallelReplayAbove.Store(4096) }
 
 // asyncReplayAt is the number of writes not yet replayed at which a
-// transaction hands them to a goroutine of its own, which replays them
-// into the deferred indexes while the writer goes on (one such replay at
-// a time; the next waits until it is done and asyncReplayAt more writes
-// came). A variable, so that tests replay small logs so too.
+// transaction hands them to goroutines of its own (see asyncReplay),
+// which replay them into the deferred indexes while the writer goes on
+// (one such replay at a time; the next waits until it is done and
+// asyncReplayAt more writes came). 2,048 rather than 8,192: a start's
+// first list of 10,000 routes reached 8,192 writes near its end, and its
+// commit then waited, one core idle, for the replays. A variable, so
+// that tests replay small logs so too.
 var asyncReplayAt atomic.Int64
 
-func init() { asyncReplayAt.Store(8192) }
+func init() { asyncReplayAt.Store(2048) }
 
 // record logs a write for the deferred indexes.
 func (tt *txnTable) record(w secWrite) {
@@ -121,19 +124,28 @@ func (tt *txnTable) record(w secWrite) {
 	}
 }
 
-// asyncReplay is a replay running on its own goroutine.
+// asyncReplay is a replay running on goroutines of its own: one less
+// than GOMAXPROCS (the writer has the other core), each taking the next
+// index not taken yet. The indexes' trees are apart: a table of a status
+// index and an LPM index replays them on as many cores as it has beside
+// the writer. (One goroutine replaying them in
+// turn, from 8,192 writes on, left a core idle through most of a start's
+// commit while its writer went on.)
 type asyncReplay struct {
-	done     chan struct{}
-	panicked any
+	done     chan struct{} // closed when every goroutine ended
+	running  atomic.Int32
+	next     atomic.Int32 // the next index (of todo) to take
+	mu       sync.Mutex
+	panicked any // the first panic of a goroutine
 	// cancelled is set when the transaction ends without a Commit: the
 	// replay stops at its next chunk (its trees are thrown away).
 	cancelled atomic.Bool
 }
 
-// startReplay replays the writes logged so far on a goroutine of its own,
-// unless one still runs. Until waitReplay, the writer touches neither the
-// deferred indexes' trees nor secDone: every read of a deferred index, a
-// flush, Commit and Abort wait first.
+// startReplay replays the writes logged so far on goroutines of its own
+// (see asyncReplay), unless a replay still runs. Until waitReplay, the writer touches
+// neither the deferred indexes' trees nor secDone: every read of a
+// deferred index, a flush, Commit and Abort wait first.
 func (tt *txnTable) startReplay() {
 	if tt.async != nil {
 		select {
@@ -152,36 +164,65 @@ func (tt *txnTable) startReplay() {
 	todo := positions[:0]
 	for pos, d := range tt.entry.meta.deferred {
 		if d && tt.secDone[pos] < tt.secLog.n {
-			tt.txn(pos) // opened here: the goroutine only reads tt.txns
+			tt.txn(pos) // opened here: the goroutines only read tt.txns
 			todo = append(todo, pos)
 		}
 	}
+	if len(todo) == 0 {
+		return
+	}
+	workers := min(len(todo), max(runtime.GOMAXPROCS(0)-1, 1))
+	for len(tt.asyncKeys) < workers {
+		tt.asyncKeys = append(tt.asyncKeys, &keyScratch{})
+	}
 	upTo := tt.secLog.n
 	tt.secAsync = upTo
-	// The chunks the goroutine reads, as they are now: the writer may
+	// The chunks the goroutines read, as they are now: the writer may
 	// grow the list of chunks meanwhile, never change a full one.
 	log := writeLog{chunks: slices.Clone(tt.secLog.chunks[:(upTo+logChunk-1)/logChunk]), n: upTo}
 	a := &asyncReplay{done: make(chan struct{})}
+	a.running.Store(int32(workers))
 	tt.async = a
-	go func() {
-		defer close(a.done)
-		defer func() { a.panicked = recover() }()
-		for _, pos := range todo {
-			// A chunk at a time, so that an Abort need not wait for the
-			// rest (cancelled).
-			for from := tt.secDone[pos]; from < upTo && !a.cancelled.Load(); {
-				end := min(from/logChunk*logChunk+logChunk, upTo)
-				part := writeLog{chunks: log.chunks, n: end}
-				tt.entry.meta.replayIndex(tt.txns[pos], pos, &part, from, &tt.asyncKeys)
-				from = end
-			}
-			tt.secDone[pos] = upTo
+	replay := func(pos int, ks *keyScratch) {
+		// A chunk at a time, so that an Abort need not wait for the
+		// rest (cancelled).
+		from := tt.secDone[pos]
+		for from < upTo && !a.cancelled.Load() {
+			end := min(from/logChunk*logChunk+logChunk, upTo)
+			part := writeLog{chunks: log.chunks, n: end}
+			tt.entry.meta.replayIndex(tt.txns[pos], pos, &part, from, ks)
+			from = end
 		}
-	}()
+		tt.secDone[pos] = from // upTo, unless cancelled
+	}
+	for w := range workers {
+		ks := tt.asyncKeys[w]
+		go func() {
+			defer func() {
+				if p := recover(); p != nil {
+					a.mu.Lock()
+					if a.panicked == nil {
+						a.panicked = p
+					}
+					a.mu.Unlock()
+				}
+				if a.running.Add(-1) == 0 {
+					close(a.done)
+				}
+			}()
+			for {
+				k := int(a.next.Add(1) - 1)
+				if k >= len(todo) {
+					return
+				}
+				replay(todo[k], ks)
+			}
+		}()
+	}
 }
 
-// waitReplay waits for the replay on its own goroutine, if any, and
-// raises its panic on the caller's.
+// waitReplay waits for the replay on goroutines of its own, if any, and
+// raises its first panic on the caller's.
 func (tt *txnTable) waitReplay() {
 	a := tt.async
 	if a == nil {

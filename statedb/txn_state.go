@@ -74,12 +74,12 @@ type txnTable struct {
 	secLog  writeLog
 	secDone []int
 	keys    keyScratch
-	// async is the replay running on a goroutine of its own, if any;
-	// secAsync the writes handed to replays so far; asyncKeys that
-	// goroutine's buffers.
+	// async is the replay running on goroutines of its own, if any;
+	// secAsync the writes handed to replays so far; asyncKeys the
+	// buffers of its goroutines, one each.
 	async     *asyncReplay
 	secAsync  int
-	asyncKeys keyScratch
+	asyncKeys []*keyScratch
 
 	bigIndexes []tree // the working trees of a table of many indexes
 	txnsBuf    [inlineIndexes]*treeTxn
