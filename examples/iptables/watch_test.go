@@ -2,6 +2,8 @@ package iptables
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -250,5 +252,50 @@ func TestWatchFiltersOwn(t *testing.T) {
 	f.repaired(1)
 	if s := f.target.WatchStats(); s.OwnChanges != 0 {
 		t.Fatalf("the repair's changes reached the watch: %+v", s)
+	}
+}
+
+// backendOf knows the backend of a command that resolves, through any
+// links, to one of iptables' two multi-call binaries, and nothing else:
+// the target asks --version then.
+func TestBackendOf(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"xtables-nft-multi", "xtables-legacy-multi", "xtables-multi", "iptables-wrapper"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := func(name, to string) string {
+		p := filepath.Join(dir, name)
+		if err := os.Symlink(to, p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// Debian's: iptables-save -> alternatives -> iptables-nft-save -> the binary.
+	nftSave := link("iptables-nft-save", "xtables-nft-multi")
+	alt := link("alternatives-iptables-save", nftSave)
+	for _, c := range []struct {
+		cmd        string
+		nft, known bool
+	}{
+		{link("iptables-save", alt), true, true},
+		{link("iptables-legacy-save", filepath.Join(dir, "xtables-legacy-multi")), false, true},
+		{link("iptables-old-save", "xtables-multi"), false, false},
+		{filepath.Join(dir, "iptables-wrapper"), false, false},
+		{filepath.Join(dir, "missing-save"), false, false},
+		{link("dangling-save", "nowhere"), false, false},
+	} {
+		if nft, known := backendOf(c.cmd); nft != c.nft || known != c.known {
+			t.Errorf("backendOf(%s) = %v, %v; want %v, %v", filepath.Base(c.cmd), nft, known, c.nft, c.known)
+		}
+	}
+	// The machine's own, when it has iptables 1.8.
+	if path, err := exec.LookPath("iptables-save"); err == nil {
+		if out, err := exec.Command(path, "--version").Output(); err == nil {
+			if nft, known := backendOf("iptables-save"); known && nft != strings.Contains(string(out), "nf_tables") {
+				t.Errorf("backendOf(iptables-save) says nf_tables %v; its --version says %q", nft, out)
+			}
+		}
 	}
 }
