@@ -155,7 +155,7 @@ func (a fileObject) equal(b fileObject) bool {
 // decodeFileItems is the source's decode: the file decoded and validated
 // as `fleet apply` does, then each object under its name in the codec
 // both modes share, by table. A large file of the block shape is decoded
-// in two halves at once (decodeSplit), with the same result.
+// in parts on two goroutines (decodeSplit), with the same result.
 func decodeFileItems(path string, data []byte) ([]reflector.Item[fileObject], error) {
 	if items, ok := decodeSplit(path, data); ok {
 		return items, nil

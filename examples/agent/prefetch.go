@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"github.com/spf13/cobra"
 	"github.com/steadystate/steadystate/hive"
@@ -33,10 +34,24 @@ type prefetch[V any] struct {
 	items []reflector.Item[V]
 	err   error
 	taken bool
+	// help, once the decode offers it, decodes on the caller's goroutine
+	// what the decode has not begun yet (see take).
+	help atomic.Pointer[prefetchHelp]
 }
 
+// prefetchHelp is what a decode offers to do on another goroutine: work,
+// a decode of parts of data.
+type prefetchHelp struct {
+	data []byte
+	work func()
+}
+
+// prefetchDecoder decodes a file read from path; it may offer work that
+// another goroutine can help with (offer).
+type prefetchDecoder[V any] func(path string, data []byte, offer func(work func())) ([]reflector.Item[V], error)
+
 // startPrefetch reads and decodes path in the background.
-func startPrefetch[V any](path string, decode func(string, []byte) ([]reflector.Item[V], error)) *prefetch[V] {
+func startPrefetch[V any](path string, decode prefetchDecoder[V]) *prefetch[V] {
 	p := &prefetch[V]{path: path, done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
@@ -45,7 +60,11 @@ func startPrefetch[V any](path string, decode func(string, []byte) ([]reflector.
 			return // the source reads it and says why
 		}
 		p.data = data
-		p.items, p.err = decode(path, data)
+		p.items, p.err = decode(path, data, func(work func()) {
+			p.help.Store(&prefetchHelp{data: data, work: work})
+		})
+		p.help.Store(nil) // the decode and its parts go with the result
+
 	}()
 	return p
 }
@@ -57,6 +76,11 @@ func startPrefetch[V any](path string, decode func(string, []byte) ([]reflector.
 func (p *prefetch[V]) take(path string, data []byte) (items []reflector.Item[V], err error, ok bool) {
 	if p == nil || p.taken {
 		return nil, nil, false
+	}
+	if h := p.help.Load(); h != nil && p.path == path && bytes.Equal(h.data, data) {
+		// The decode is under way: take the parts it has not begun
+		// rather than wait for them, on a core that would be idle.
+		h.work()
 	}
 	<-p.done
 	p.taken = true
@@ -97,16 +121,29 @@ func runFlag(cmd *cobra.Command, name string) string {
 	return f.Value.String()
 }
 
-// prefetchWholeBelow is the largest file the prefetch decodes on one core:
-// in two halves (decodeFileItems), it would take both cores from the
-// hive's build, which has as much to do as a file of this size; a larger
-// file, whose decode the start waits for anyway, is decoded in halves.
-const prefetchWholeBelow = 2 << 20
+// prefetchHelpBelow is the largest file whose prefetch decodes its parts
+// on one goroutine until the file source helps (see take): the hive's
+// build, on the other core meanwhile, has as much to do as a file of this
+// size (two goroutines from the start took both cores from it, and the
+// reflector ran 6 ms after the hive had started). A larger file, whose
+// decode the start waits for anyway, is decoded on two from the start.
+const prefetchHelpBelow = 2 << 20
 
-// prefetchDecode is the prefetch's decodeFileItems.
-func prefetchDecode(path string, data []byte) ([]reflector.Item[fileObject], error) {
-	if len(data) < prefetchWholeBelow {
+// prefetchDecode is the prefetch's decodeFileItems: in parts (see
+// partedDecode), which the file source takes its share of when it asks
+// for the result before it is ready.
+func prefetchDecode(path string, data []byte, offer func(work func())) ([]reflector.Item[fileObject], error) {
+	d := newPartedDecode(path, data, partsFor(len(data)))
+	if d == nil {
 		return decodeWhole(path, data)
 	}
-	return decodeFileItems(path, data)
+	offer(d.work)
+	if len(data) >= prefetchHelpBelow {
+		go d.work()
+	}
+	d.work()
+	if items, ok := d.result(); ok {
+		return items, nil
+	}
+	return decodeWhole(path, data)
 }

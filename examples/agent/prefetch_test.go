@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/steadystate/steadystate/hive"
@@ -133,5 +135,48 @@ func TestPrefetchFor(t *testing.T) {
 				t.Errorf("prefetched %q, want %q", path, c.want)
 			}
 		})
+	}
+}
+
+// A take that comes while the prefetch's decode is under way decodes the
+// parts not begun yet itself, and gets the whole file's items: here the
+// prefetch holds off until the take has begun every part.
+func TestPrefetchTakeHelps(t *testing.T) {
+	defer twoProcs()()
+	data := restartDesired(10_000, 2_000)
+	path := filepath.Join(t.TempDir(), "desired.yaml")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	offered := make(chan *partedDecode, 1)
+	decode := func(path string, data []byte, offer func(work func())) ([]reflector.Item[fileObject], error) {
+		d := newPartedDecode(path, data, partsFor(len(data)))
+		if d == nil {
+			return nil, fmt.Errorf("%d bytes not decoded in parts", len(data))
+		}
+		offer(d.work)
+		offered <- d
+		for deadline := time.Now().Add(time.Minute); int(d.next.Load()) < len(d.parts); {
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("the take began %d of %d parts", d.next.Load(), len(d.parts))
+			}
+			runtime.Gosched() // until the take began every part
+		}
+		d.work() // none left
+		items, ok := d.result()
+		if !ok {
+			return nil, fmt.Errorf("the parts were not taken")
+		}
+		return items, nil
+	}
+	pre := startPrefetch(path, decode)
+	d := <-offered
+	if len(d.parts) < 2 {
+		t.Fatalf("%d parts", len(d.parts))
+	}
+	got, err, ok := pre.take(path, data)
+	want, wantErr := decodeWhole(path, data)
+	if !ok || err != nil || wantErr != nil || !sameItems(got, want) {
+		t.Fatalf("take: %d items, %v, taken %v; the whole decode: %d items, %v", len(got), err, ok, len(want), wantErr)
 	}
 }

@@ -3,8 +3,13 @@ package main
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/steadystate/steadystate/reflector"
 )
 
 // randomDesired is a desired file of the block shape, or nearly: its
@@ -64,10 +69,35 @@ func randomDesired(rng *rand.Rand) string {
 	return b.String()
 }
 
-// decodeSplit gives decodeWhole's items, or declines: for every file,
-// good or bad, it never takes one decodeWhole refuses nor makes other
-// items of one it takes; and it takes most good files.
+// twoProcs makes GOMAXPROCS at least 2 (a decode in parts needs two);
+// the function returned puts it back.
+func twoProcs() func() {
+	procs := runtime.GOMAXPROCS(0)
+	runtime.GOMAXPROCS(max(procs, 2))
+	return func() { runtime.GOMAXPROCS(procs) }
+}
+
+// decodeParts decodes data in up to n parts, on workers goroutines.
+func decodeParts(data []byte, n, workers int) ([]reflector.Item[fileObject], bool) {
+	d := newPartedDecode("d.yaml", data, n)
+	if d == nil {
+		return nil, false
+	}
+	var wg sync.WaitGroup
+	for range workers - 1 {
+		wg.Go(d.work)
+	}
+	d.work()
+	wg.Wait()
+	return d.result()
+}
+
+// A decode in parts gives decodeWhole's items, or declines: for every
+// file, good or bad, in 2 to 8 parts, it never takes one decodeWhole
+// refuses nor makes other items of one it takes; and it takes most good
+// files.
 func TestDecodeSplitModel(t *testing.T) {
+	defer twoProcs()()
 	defer func(n int) { splitAbove = n }(splitAbove)
 	splitAbove = 0
 	rng := rand.New(rand.NewPCG(7, 8))
@@ -75,7 +105,7 @@ func TestDecodeSplitModel(t *testing.T) {
 	for round := range 3000 {
 		data := []byte(randomDesired(rng))
 		want, err := decodeWhole("d.yaml", data)
-		got, ok := decodeSplit("d.yaml", data)
+		got, ok := decodeParts(data, 2+round%7, 1+round%3)
 		if err == nil {
 			good++
 		}
@@ -102,16 +132,22 @@ func TestDecodeSplitModel(t *testing.T) {
 	}
 }
 
-// A start's file is decoded in two halves.
+// A start's file is decoded in parts: eight at 50,000 routes and 10,000
+// rules, split in routes and in rules.
 func TestDecodeSplitTakesAStartsFile(t *testing.T) {
+	defer twoProcs()()
 	data := restartDesired(50_000, 10_000)
-	key, at, ok := splitPoint(data)
+	key, at, ok := splitPoint(data, len(data)/2)
 	if !ok || key != "routes" || at < len(data)/2 || at > len(data)/2+200 {
 		t.Fatalf("split at %q %d of %d (%v), want an item of routes just after the middle", key, at, len(data), ok)
 	}
+	d := newPartedDecode("d.yaml", data, partsFor(len(data)))
+	if d == nil || len(d.parts) != maxParts || !slices.Contains(d.keys, "rules") {
+		t.Fatalf("parts of a start's file: %v", d)
+	}
 	items, ok := decodeSplit("d.yaml", data)
 	want, err := decodeWhole("d.yaml", data)
-	if !ok || err != nil || len(items) != len(want) {
+	if !ok || err != nil || !sameItems(items, want) {
 		t.Fatalf("split: %d items (%v), whole: %d (%v)", len(items), ok, len(want), err)
 	}
 }
@@ -120,6 +156,7 @@ func TestDecodeSplitTakesAStartsFile(t *testing.T) {
 // the items from the middle on at another column, a kind on both sides,
 // the same route on both sides.
 func TestDecodeSplitDeclines(t *testing.T) {
+	defer twoProcs()()
 	defer func(n int) { splitAbove = n }(splitAbove)
 	splitAbove = 0
 	routes := func(from, to int, dash string) string {
@@ -134,10 +171,23 @@ func TestDecodeSplitDeclines(t *testing.T) {
 		"another column":        anotherColumn(routes),
 		"a kind on both sides":  rule + "routes:\n" + routes(0, 200, "  ") + rule,
 		"a route on both sides": "routes:\n" + routes(0, 100, "  ") + routes(99, 199, "  "),
+		"a route in parts 1, 3": "routes:\n" + routes(0, 100, "  ") + routes(100, 200, "  ") + routes(10, 11, "  ") + routes(200, 300, "  "),
 	} {
 		if _, ok := decodeSplit("d.yaml", []byte(data)); ok {
 			items, err := decodeWhole("d.yaml", []byte(data))
 			t.Errorf("%s: the split took the file; the whole decode gives %d items, %v", name, len(items), err)
+		}
+		parted := 0
+		for n := 2; n <= maxParts; n++ {
+			if newPartedDecode("d.yaml", []byte(data), n) != nil {
+				parted++
+			}
+			if _, ok := decodeParts([]byte(data), n, 2); ok {
+				t.Errorf("%s: %d parts took the file", name, n)
+			}
+		}
+		if parted == 0 && name != "another column" {
+			t.Errorf("%s: never split: the test checks nothing", name)
 		}
 	}
 }
@@ -156,17 +206,18 @@ func anotherColumn(routes func(from, to int, dash string) string) string {
 	panic("no such file")
 }
 
-// FuzzDecodeSplit: whatever the file, the split takes it only with the
-// whole decode's items.
+// FuzzDecodeSplit: whatever the file, a decode in parts takes it only
+// with the whole decode's items.
 func FuzzDecodeSplit(f *testing.F) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	for range 20 {
 		f.Add(randomDesired(rng))
 	}
 	f.Fuzz(func(t *testing.T, s string) {
+		defer twoProcs()()
 		defer func(n int) { splitAbove = n }(splitAbove)
 		splitAbove = 0
-		got, ok := decodeSplit("d.yaml", []byte(s))
+		got, ok := decodeParts([]byte(s), 2+len(s)%7, 2)
 		if !ok {
 			return
 		}
