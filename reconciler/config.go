@@ -50,16 +50,6 @@ type Config[Obj any] struct {
 	// and keeps their first versions live. nil: a prune waits for the
 	// table's initialization only.
 	PruneAfter <-chan struct{}
-	// WatchDriftAfter, if not nil, holds back the start of a DriftTarget's
-	// watch (WatchDrift) until it is closed: a watch sees the program's
-	// own writes too, and a start's first rounds need not pay for reading
-	// them. What changes meanwhile is not lost: a watch reports ChangedAll
-	// when it starts, every Done object is checked then (planned, or
-	// applied again by a target that does not plan) and every failing one
-	// retried. Until it is closed nothing watches (health does not say
-	// so), and drift is repaired only by age (RefreshInterval). nil: the
-	// watch starts with Run.
-	WatchDriftAfter <-chan struct{}
 	// RefreshInterval is the age after which a Done object is applied again
 	// (refreshed), to repair drift in the real system; the age is that of
 	// its status (Status.UpdatedAt), which every refresh renews. 0 (the

@@ -35,9 +35,7 @@
 // RefreshInterval and never paced by RefreshRate. A check plans first and
 // touches only objects whose plan is not empty: those are Refreshing while
 // they are repaired, then Done again (check.go, drift.go). Reports that
-// come while a round runs coalesce into the next round. With
-// Config.WatchDriftAfter the watch starts only once that channel is
-// closed, with a check of every object.
+// come while a round runs coalesce into the next round.
 //
 // Several reconcilers can work on one table (routes programmed into the
 // kernel and announced to a routing daemon): each keeps its status in its

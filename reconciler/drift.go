@@ -16,8 +16,7 @@ import (
 // deleted by hand (rtnetlink notifications), a rule flushed (nf_tables
 // notifications), a setting rewritten (a cheap poll). The reconciler
 // detects it with a type assertion and, while Run runs, calls WatchDrift
-// in a goroutine of its own (once Config.WatchDriftAfter is closed, if
-// set).
+// in a goroutine of its own.
 //
 // The reconciler then checks exactly the objects reported, apart from
 // RefreshInterval and never paced by RefreshRate: a Done object is

@@ -192,13 +192,6 @@ func (r *reconciler[Obj]) Run(ctx context.Context) error {
 		watching := make(chan struct{})
 		go func() {
 			defer close(watching)
-			if after := r.cfg.WatchDriftAfter; after != nil {
-				select {
-				case <-after:
-				case <-watchCtx.Done():
-					return
-				}
-			}
 			r.watchDrift(watchCtx)
 		}()
 		defer func() {

@@ -38,7 +38,7 @@ func agentCells() []cell.Cell {
 			cell.Module("memory-budget", "Runs the garbage collector against --memory-budget: only at the budget until the first rounds are done",
 				cell.Invoke(startMemoryBudget),
 			),
-			cell.Module("first-rounds", "Holds the prunes back until every object of the first desired state was tried, and the drift watches until the start is over",
+			cell.Module("first-rounds", "Holds the prunes back until every object of the first desired state was tried",
 				cell.Invoke(watchFirstRounds),
 			),
 			cell.When("file mode (--desired)", fileMode, fileModeCells),
@@ -56,8 +56,7 @@ func agentCells() []cell.Cell {
 
 // withAgent sets the agent's prune and refresh intervals on a reconciler
 // config (a decorator of the example cells'), holds its prunes back until
-// the first rounds are done and its drift watch until the start is over
-// (firstRounds), keeps its latest repairs of
+// the first rounds are done (firstRounds), keeps its latest repairs of
 // drift for `agent status` (repairLogs), and wraps its target so that the
 // state record holds what it applied (unless the kernel marks what the
 // target owns: see kernelMarked) and "Removed" is logged once a delete
@@ -65,7 +64,6 @@ func agentCells() []cell.Cell {
 func withAgent[Obj any](rc reconciler.Config[Obj], cfg AgentConfig, rec *stateRecord, repairs *repairLogs, rounds *firstRounds, log *slog.Logger) reconciler.Config[Obj] {
 	rc.FullReconciliationInterval = cfg.PruneInterval
 	rc.PruneAfter = rounds.Done()
-	rc.WatchDriftAfter = rounds.Settled()
 	rc.RefreshInterval = cfg.RefreshInterval
 	if rc.Table != nil && rc.OnRepair == nil {
 		rc.OnRepair = repairs.of(rc.Table.Name()).Add

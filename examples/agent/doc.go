@@ -97,8 +97,7 @@
 //	  desired        the file loader (a job watching the file) and a
 //	                 progress log
 //	  first-rounds   holds the prunes back until every object of the
-//	                 first desired state was tried, and the drift
-//	                 watches until the start is over
+//	                 first desired state was tried
 //	  fleet          fleet mode (fleet.go): a reflector per table from
 //	                 etcd, the node's status published under a lease
 //	  api            the status API's handlers and socket
@@ -113,10 +112,7 @@
 // takes half a second). The refresh is a backstop: the targets report drift
 // as it happens (route and link notifications; nf_tables notifications, or
 // a read of the chains every 10s on iptables-legacy; a read of the sysctls
-// every 5s), and the reconcilers repair it at once. The watches start once
-// the start is over (a second after Ready, and a collection): they begin
-// with a check of every object, so what drifted before (during the start)
-// is repaired then. The targets plan
+// every 5s), and the reconcilers repair it at once. The targets plan
 // first, so a check that finds nothing to do writes nothing. `agent
 // status` shows per table how much drift was repaired and the latest
 // repairs (what, when, how found). The loader is the only writer of desired

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"time"
 
 	"github.com/steadystate/steadystate/hive/cell"
 	"github.com/steadystate/steadystate/hive/job"
@@ -26,53 +25,18 @@ import (
 // start was Ready 0.13 s sooner with a 27 MB lower peak RSS without the
 // prunes in its way; a leftover of an earlier run now goes as soon as the
 // agent is ready rather than a moment before.
-//
-// Settled is closed a moment later: the start is over. With a memory
-// budget the collector is back at GOGC=100 then, and has collected the
-// start's garbage once (membudget.go); without one, settleAfterReady after
-// Ready. The reconcilers' drift watches start then
-// (reconciler.Config.WatchDriftAfter): a watch subscribed beside the first
-// rounds read every notification of the agent's own writes (10,000
-// routes: 6% of a cold start's time), and its first check of every
-// object, right at Ready, added its garbage to the start's with the
-// collector still off (peak RSS +17 MB at 10,000 routes).
 type firstRounds struct {
-	done, settled chan struct{}
-	once, settle  sync.Once
-	// budgeted: the memory budget's job settles the rounds, not a timer.
-	budgeted bool
+	done chan struct{}
+	once sync.Once
 }
 
-func newFirstRounds() *firstRounds {
-	return &firstRounds{done: make(chan struct{}), settled: make(chan struct{})}
-}
+func newFirstRounds() *firstRounds { return &firstRounds{done: make(chan struct{})} }
 
 // Done returns the channel.
 func (f *firstRounds) Done() <-chan struct{} { return f.done }
 
-// Settled returns the channel closed once the start is over.
-func (f *firstRounds) Settled() <-chan struct{} { return f.settled }
-
-// settleAfterReady is how long after Ready the start is over.
-const settleAfterReady = time.Second
-
-// close closes the channel (again: no effect), and the settled one
-// settleAfterReady later unless the memory budget settles it.
-func (f *firstRounds) close() {
-	f.once.Do(func() {
-		close(f.done)
-		if !f.budgeted {
-			time.AfterFunc(settleAfterReady, f.settleNow)
-		}
-	})
-}
-
-// settledByBudget says that the memory budget's job settles the rounds
-// (settleNow), not a timer. Call it before the hive starts.
-func (f *firstRounds) settledByBudget() { f.budgeted = true }
-
-// settleNow closes the settled channel (again: no effect).
-func (f *firstRounds) settleNow() { f.settle.Do(func() { close(f.settled) }) }
+// close closes the channel (again: no effect).
+func (f *firstRounds) close() { f.once.Do(func() { close(f.done) }) }
 
 // kindsReady is nil once every kind is ready in txn (its table initialized,
 // every object tried), else the first kind's reason.

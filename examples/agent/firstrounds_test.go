@@ -6,7 +6,6 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
-	"time"
 
 	"github.com/steadystate/steadystate/hive"
 	"github.com/steadystate/steadystate/hive/cell"
@@ -121,52 +120,6 @@ func TestFirstRoundsWaitForEveryTable(t *testing.T) {
 		g.kinds.set(len(kinds) - 1)
 		if !g.open() {
 			t.Fatal("the prunes' gate stayed closed with every table ready")
-		}
-	})
-}
-
-// The start is over (Settled) settleAfterReady after Ready without a
-// memory budget, and only when the budget's job says so with one: never
-// before Ready, and once.
-func TestFirstRoundsSettle(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		closed := func(c <-chan struct{}) bool {
-			select {
-			case <-c:
-				return true
-			default:
-				return false
-			}
-		}
-		f := newFirstRounds()
-		time.Sleep(time.Hour)
-		if closed(f.Settled()) {
-			t.Fatal("settled before Ready")
-		}
-		f.close()
-		time.Sleep(settleAfterReady - time.Nanosecond)
-		synctest.Wait()
-		if closed(f.Settled()) {
-			t.Fatal("settled before settleAfterReady")
-		}
-		time.Sleep(time.Nanosecond)
-		synctest.Wait()
-		if !closed(f.Settled()) {
-			t.Fatal("not settled settleAfterReady after Ready")
-		}
-		f.settleNow() // again: no effect
-
-		b := newFirstRounds()
-		b.budgeted = true
-		b.close()
-		time.Sleep(time.Hour)
-		synctest.Wait()
-		if closed(b.Settled()) {
-			t.Fatal("settled by the timer, with a budget")
-		}
-		b.settleNow()
-		if !closed(b.Settled()) {
-			t.Fatal("not settled by the budget")
 		}
 	})
 }

@@ -116,7 +116,6 @@ func startMemoryBudget(jobs job.Group, cfg AgentConfig, rounds *firstRounds, log
 			return nil
 		}
 	}
-	rounds.settledByBudget() // before Start: the job below settles them
 	return jobs.Add(job.OneShot("memory-budget", func(ctx context.Context, _ cell.Health) error {
 		// At Start, not when the hive is built: a process that builds
 		// the hive and never starts it (the parent of an unprivileged
@@ -127,37 +126,31 @@ func startMemoryBudget(jobs job.Group, cfg AgentConfig, rounds *firstRounds, log
 		defer timer.Stop()
 		select {
 		case <-rounds.Done():
-		case <-timer.C:
-			log.Info("Not ready after "+startGCOffMax.String()+": the collector at GOGC=100 within the memory budget from now on", "memory-budget", cfg.MemoryBudget)
-			m.ready()
+			// A moment later, not at once: GOGC=100 against the live heap
+			// last marked (at a small start, the few MB of the hive's
+			// build) starts a collection at once, beside READY=1 and the
+			// first prunes.
+			after := time.NewTimer(readyGCDelay)
+			defer after.Stop()
 			select {
-			case <-rounds.Done():
+			case <-after.C:
 			case <-ctx.Done():
 				return nil
 			}
+		case <-timer.C:
+			log.Info("Not ready after "+startGCOffMax.String()+": the collector at GOGC=100 within the memory budget from now on", "memory-budget", cfg.MemoryBudget)
 		case <-ctx.Done():
 			return nil
 		}
-		// A moment after Ready, not at once: a collection beside READY=1
-		// and the first prunes would slow them. The start's garbage is
-		// collected before the start is over: the drift watches' first
-		// checks of every object then reuse it (at 50,000 routes, with
-		// the checks beside the collection, peak RSS went from 188 to
-		// 192-200 MB).
-		after := time.NewTimer(settleAfterReady)
-		defer after.Stop()
-		select {
-		case <-after.C:
-		case <-ctx.Done():
-			return nil
-		}
-		runtime.GC() // then GOGC=100 starts no second collection at once
 		m.ready()
-		rounds.settleNow()
 		<-ctx.Done()
 		return nil
 	}))
 }
+
+// readyGCDelay is how long after Ready the collector goes back to
+// GOGC=100.
+const readyGCDelay = time.Second
 
 // startGCOffMax is the longest the collector stays off: an agent that
 // never gets ready (etcd unreachable, no good desired state) must not

@@ -198,8 +198,9 @@ func (t *Target) nfTables(ctx context.Context) (bool, error) {
 // xtables-nft-multi and xtables-legacy-multi, and names every command of
 // that backend a link to it (Debian's alternatives add a link or two in
 // between). known is false for any other binary (an older iptables, a
-// wrapper): ask it then. (A command run costs a fork and an exec: 4 ms
-// of a core, at the start of the drift watch.)
+// wrapper): ask it then. (The drift watch asks as it starts, with the
+// agent: the command run took a core from a start's first list for 4
+// ms.)
 func backendOf(cmd string) (nft, known bool) {
 	path, err := exec.LookPath(cmd)
 	if err != nil {
