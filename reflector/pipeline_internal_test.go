@@ -239,25 +239,9 @@ func TestPutRunPanicInPrimaryKey(t *testing.T) {
 			r := newPipeRig(t, names)
 			r.src.set(9, items)
 			r.hooks.pkPanic.Store(666)
-			r.hooks.record = true
-			baseline := goleak.IgnoreCurrent()
-
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			p := endOf(t, runRig(ctx, r))
-			if p == nil || !strings.Contains(fmt.Sprint(p), "primary FromObject of b") {
-				t.Fatalf("Run ended with %v, want the primary index's panic", p)
-			}
-			checkRolledBack(t, r, names)
-			if err := goleak.Find(baseline); err != nil {
-				t.Fatalf("a goroutine outlived the panicked commit: %v", err)
-			}
-			transformed := 0
-			for _, call := range r.hooks.recorded() {
-				if call.table == "tb" && call.what == 'T' {
-					transformed++
-				}
-			}
+			transformed := panickedRun(ctx, t, r, names, "primary FromObject of b")
 			if transformed != c.at+1 {
 				t.Fatalf("tb's Transform was called %d times, want %d (up to the panic)", transformed, c.at+1)
 			}
@@ -305,6 +289,29 @@ func TestPutRunGoexitInTransform(t *testing.T) {
 	}
 }
 
+// panickedRun runs r until its Run panics with a value that says want,
+// checks that the commit was rolled back and that no goroutine outlived
+// it, and returns how many of table tb's values Transform saw.
+func panickedRun(ctx context.Context, t *testing.T, r *pipeRig, names []string, want string) (transformed int) {
+	t.Helper()
+	r.hooks.record = true
+	baseline := goleak.IgnoreCurrent()
+	p := endOf(t, runRig(ctx, r))
+	if p == nil || !strings.Contains(fmt.Sprint(p), want) {
+		t.Fatalf("Run ended with %v, want a panic of %q", p, want)
+	}
+	checkRolledBack(t, r, names)
+	if err := goleak.Find(baseline); err != nil {
+		t.Fatalf("a goroutine outlived the panicked commit: %v", err)
+	}
+	for _, call := range r.hooks.recorded() {
+		if call.table == "tb" && call.what == 'T' {
+			transformed++
+		}
+	}
+	return transformed
+}
+
 // panicItems is a list of table ta's 2100 values and tb's n, whose
 // value at is 666 (the others never are).
 func panicItems(n, at int) []Item[int] {
@@ -335,25 +342,9 @@ func TestPutRunPanicInWrite(t *testing.T) {
 			r := newPipeRig(t, names)
 			r.src.set(9, items)
 			r.hooks.statusPanic.Store(666)
-			r.hooks.record = true
-			baseline := goleak.IgnoreCurrent()
-
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			p := endOf(t, runRig(ctx, r))
-			if p == nil || !strings.Contains(fmt.Sprint(p), "SetObjectStatus of b") {
-				t.Fatalf("Run ended with %v, want SetObjectStatus's panic", p)
-			}
-			checkRolledBack(t, r, names)
-			if err := goleak.Find(baseline); err != nil {
-				t.Fatalf("a goroutine outlived the panicked commit: %v", err)
-			}
-			transformed := 0
-			for _, call := range r.hooks.recorded() {
-				if call.table == "tb" && call.what == 'T' {
-					transformed++
-				}
-			}
+			transformed := panickedRun(ctx, t, r, names, "SetObjectStatus of b")
 			most := min(c.n, (c.at/pipelineChunk+pipelineSlots)*pipelineChunk)
 			if transformed < c.at+1 || transformed > most {
 				t.Fatalf("tb's Transform was called %d times, want %d to %d", transformed, c.at+1, most)
