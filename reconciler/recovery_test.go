@@ -151,8 +151,12 @@ func TestRecoveryLogBounded(t *testing.T) {
 			total++
 		case strings.HasPrefix(l, "INFO Done after failures:"):
 			var n, all int
-			if _, err := fmt.Sscanf(l, "INFO Done after failures: %d more objects (the first 10 logged one by one) objects=%d", &n, &all); err != nil {
+			var noun string
+			if _, err := fmt.Sscanf(l, "INFO Done after failures: %d more %s (the first 10 logged one by one) objects=%d", &n, &noun, &all); err != nil {
 				t.Fatalf("summary line %q: %v", l, err)
+			}
+			if want := map[bool]string{true: "object", false: "objects"}[n == 1]; noun != want {
+				t.Errorf("summary line %q: %q after %d, want %q", l, noun, n, want)
 			}
 			if all != n+10 {
 				t.Errorf("summary line %q: objects=%d, want the %d more and the 10 logged", l, all, n)
