@@ -57,23 +57,24 @@ func (t *Target) save(ctx context.Context, table string) (*tableState, error) {
 	return newTableState(), nil
 }
 
-// restore runs iptables-restore --noflush with input. On failure it
-// returns iptables' message too.
-func (t *Target) restore(ctx context.Context, input []byte) (msg string, err error) {
-	// The watch drops the notifications of the target's own changes, known
-	// by the process ID: its socket's filter drops them in the kernel
-	// while the process runs (ownfilter.go).
+// restore runs iptables-restore --noflush with input, which has tables
+// sections. On failure it returns iptables' message too.
+func (t *Target) restore(ctx context.Context, input []byte, tables int) (msg string, err error) {
+	// The watch does not hear the target's own changes (ownfilter.go): for
+	// one table its socket leaves nf_tables' group while the process runs,
+	// else its filter drops them in the kernel, known by the process ID.
 	pid := 0
+	var q *quiet
 	err = t.ns.Do(func() error {
 		_, err := runCommandNoted(ctx, input, func(p int) {
 			pid = p
 			t.own.add(p)
-			t.ownFilter.started(p)
+			q = t.ownFilter.started(p, tables)
 		}, t.restoreCmd, "--noflush", "--wait")
 		return err
 	})
 	if pid != 0 {
-		t.ownFilter.exited(pid)
+		t.ownFilter.exited(pid, q, err == nil)
 	}
 	if err != nil {
 		var ce *commandError

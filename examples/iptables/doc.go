@@ -11,7 +11,8 @@
 //	target.go    the Target (NewTarget): batches, Update, Delete, Prune
 //	plan.go      the Target's plan (reconciler.Planner, BatchPlanner)
 //	watch.go     drift: nf_tables notifications, or a check on legacy (reconciler.DriftTarget)
-//	ownfilter.go the watch's socket filter, which drops the target's own notifications
+//	ownfilter.go the watch and the target's own restores: out of the group, or filtered
+//	nfgen.go     the ruleset's generation, which tells what the watch did not hear
 //	cell.go      ReconcilerConfig, and Cell (a hive module)
 //	learn.go     how iptables shows the desired rules, learned for plans
 //	save.go      reading iptables-save output
@@ -106,13 +107,17 @@
 // notifications in its namespace and reports the chains it owns that
 // another program changed (their rules, their hooks, their table), so
 // that the reconciler checks their rules (one iptables-save per table)
-// and repairs them at once. Its own changes are dropped by the socket's
-// filter in the kernel while its iptables-restore runs (or, if that
-// cannot tell them, after decoding, by the process ID of their
-// generation); everything it does not own is dropped after decoding. On the legacy backend, which notifies
-// nothing, it reads its chains every TargetConfig.CheckInterval (10
-// seconds by default; one iptables-save) instead. See watch.go;
-// TargetConfig.DisableWatch turns it off.
+// and repairs them at once. Its own changes are not heard: while its
+// iptables-restore of one table runs, the watch's socket leaves the
+// notification group (nf_tables then builds no notification), and the
+// ruleset's generation, read before and after, tells whether another
+// program changed anything meanwhile (then every owned chain is
+// checked); a restore of several tables is filtered out in the kernel
+// instead, by its process ID (or, if that cannot tell them, after
+// decoding). Everything it does not own is dropped after decoding. On
+// the legacy backend, which notifies nothing, it reads its chains every
+// TargetConfig.CheckInterval (10 seconds by default; one iptables-save)
+// instead. See watch.go; TargetConfig.DisableWatch turns it off.
 //
 // # Running it
 //

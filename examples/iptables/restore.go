@@ -74,6 +74,7 @@ type restoreInput struct {
 	buf    []byte
 	ruleAt []string // by line number - 1: key of the rule the line inserts
 	cmds   int      // lines that change something
+	tables int      // sections (one COMMIT each)
 }
 
 // add appends a line made of parts; ruleKey names the rule it inserts.

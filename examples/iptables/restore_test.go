@@ -196,3 +196,72 @@ func TestIdentify(t *testing.T) {
 		}
 	}
 }
+
+// Every restore input that changes something has a line that changes
+// something or fails the restore (-A, -I, -D, -X): a flush or a chain
+// declaration alone could commit an empty transaction, which the watch's
+// quiet windows could not tell from another program's (quietAlone).
+func TestRestoreInputChanges(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	pool := []string{"a", "b", "c", "d", "e"}
+	kinds := map[string]int{}
+	for range 5000 {
+		st := newTableState()
+		var plans []*chainPlan
+		for _, from := range []string{"INPUT", "FORWARD"} {
+			if rng.IntN(3) == 0 {
+				continue
+			}
+			owned := "SS-" + from
+			var desired []desiredRule
+			for _, n := range pool {
+				if rng.IntN(3) == 0 {
+					desired = append(desired, mkDesired(t, n)[0])
+				}
+			}
+			p := &chainPlan{table: "filter", from: from, owned: owned, desired: desired}
+			if rng.IntN(3) > 0 { // the chain exists, maybe empty
+				st.chains[owned] = true
+				for range rng.IntN(4) {
+					n := pool[rng.IntN(len(pool))]
+					r := chainRule{name: n, args: specOf(n), text: "-A " + owned + " " + n}
+					if rng.IntN(4) == 0 {
+						r = chainRule{text: "-A " + owned + " -j DROP"}
+					}
+					p.actual = append(p.actual, r)
+				}
+			}
+			for _, hookFrom := range []string{from, "OUTPUT"} {
+				if n := rng.IntN(3); n > 0 && (st.chains[owned] || rng.IntN(2) == 0) {
+					st.hooks[hookKey{hookFrom, owned}] = n - 1
+				}
+			}
+			plans = append(plans, p)
+		}
+		if len(plans) == 0 {
+			continue
+		}
+		in := buildInput(plans, map[string]*tableState{"filter": st})
+		if in.cmds == 0 {
+			continue
+		}
+		changes := false
+		for _, l := range strings.Split(string(in.buf), "\n") {
+			for _, k := range []string{"-A ", "-I ", "-D ", "-X ", "-F ", ":"} {
+				if strings.HasPrefix(l, k) {
+					kinds[k]++
+					changes = changes || k != "-F " && k != ":"
+				}
+			}
+		}
+		if !changes {
+			t.Fatalf("an input of %d commands with none that surely changes something:\n%s", in.cmds, in.buf)
+		}
+	}
+	// The cases that matter were met.
+	for _, k := range []string{"-A ", "-I ", "-D ", "-X ", "-F ", ":"} {
+		if kinds[k] == 0 {
+			t.Errorf("no input had a %q line: the test tests less than it says", k)
+		}
+	}
+}

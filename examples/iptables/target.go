@@ -87,6 +87,12 @@ type Target struct {
 	backendOnce sync.Once
 	nft         bool // the save command writes nf_tables
 	backendErr  error
+	restoreOnce sync.Once
+	restoreNFT  bool // the restore command writes nf_tables
+	// If set (by tests): heard is told every generation the watch reads,
+	// subscribed when the watch has subscribed and reported everything.
+	heard      func(gen uint32)
+	subscribed func()
 
 	mu sync.Mutex
 	// rejected holds, by key, the canonical spec of rules iptables-restore
@@ -156,7 +162,7 @@ func NewTarget(cfg TargetConfig) (*Target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: NetNS: %w", ErrInvalidConfig, err)
 	}
-	return &Target{
+	t := &Target{
 		ns: ns, rules: cfg.Rules, prefix: cfg.ChainPrefix,
 		restoreCmd: cfg.RestoreCommand, saveCmd: cfg.SaveCommand,
 		noWatch: cfg.DisableWatch, checkEvery: cfg.CheckInterval,
@@ -165,7 +171,9 @@ func NewTarget(cfg TargetConfig) (*Target, error) {
 		written:  map[recordKey][]chainRule{},
 		texts:    map[textKey]learned{},
 		store:    cfg.Texts,
-	}, nil
+	}
+	t.ownFilter.stats = &t.stats
+	return t, nil
 }
 
 // ChainName returns the name of the target's chain for a built-in chain,
@@ -347,7 +355,7 @@ func (t *Target) apply(ctx context.Context, plans []*chainPlan, state map[string
 	for {
 		in := buildInput(plans, state)
 		if in.cmds > 0 {
-			msg, err := t.restore(ctx, in.buf)
+			msg, err := t.restore(ctx, in.buf, in.tables)
 			if err != nil {
 				key := in.rule(errorLine(msg))
 				if key == "" || len(culprits) >= MaxCulpritsPerBatch {
@@ -404,6 +412,7 @@ func buildInput(plans []*chainPlan, state map[string]*tableState) *restoreInput 
 		}
 		st := state[plans[i].table]
 		in.add("", "*", plans[i].table)
+		in.tables++
 		for _, p := range plans[i:j] {
 			p.declare(in, st)
 		}

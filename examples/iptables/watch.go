@@ -42,11 +42,15 @@ import (
 //
 // Everything else (foreign rules and chains, sets, other families) is
 // decoded and dropped. The changes the target makes itself (its
-// iptables-restore processes, known by the process ID nf_tables gives each
-// generation of changes) are dropped too: in the kernel, by the socket's
-// filter, while the process runs (ownfilter.go), else after decoding. When notifications are lost
-// (the socket's buffer overflowed), the watch subscribes again and reports
-// every object.
+// iptables-restore processes) are not heard (ownfilter.go): a restore of
+// one table runs with the socket out of the notification group, and the
+// ruleset's generation tells whether anything else changed meanwhile
+// (then every object is reported); one of several tables is dropped in
+// the kernel by the socket's filter, known by the process ID nf_tables
+// gives each generation of changes, else after decoding. When
+// notifications are lost (the socket's buffer overflowed, or it could
+// not rejoin the group), the watch subscribes again and reports every
+// object.
 //
 // On the legacy backend (iptables-legacy), which notifies nothing, the
 // watch reads every table with one iptables-save every
@@ -82,11 +86,18 @@ type WatchStats struct {
 	// Generations is how many nf_tables generations (transactions) were
 	// read; Own how many of them were the target's own.
 	Generations, Own uint64
+	// Generation is the ID of the last generation read (and handled).
+	Generation uint32
 	// OwnChanges is how many changes of the target's own generations
 	// reached the watch: its socket's filter drops them in the kernel
 	// (ownfilter.go), unless iptables-restore's socket was not given its
 	// process ID as port ID.
 	OwnChanges uint64
+	// Quiet is how many of the target's restores ran with the watch's
+	// socket out of nf_tables' group (ownfilter.go); Unsure how many of
+	// those the generation could not tell free of another program's
+	// change, after each of which every object was reported.
+	Quiet, Unsure uint64
 	// Reports is how many chains (or tables) were reported.
 	Reports uint64
 	// Overflows is how many times notifications were lost and everything
@@ -99,15 +110,17 @@ type WatchStats struct {
 }
 
 type watchStats struct {
-	generations, own, ownChanges, reports, overflows, checks atomic.Uint64
-	checkNanos                                               atomic.Int64
+	generation                                                              atomic.Uint32
+	generations, own, ownChanges, quiet, unsure, reports, overflows, checks atomic.Uint64
+	checkNanos                                                              atomic.Int64
 }
 
 // WatchStats returns the counters of the target's watch.
 func (t *Target) WatchStats() WatchStats {
 	s := &t.stats
 	return WatchStats{
-		Generations: s.generations.Load(), Own: s.own.Load(), OwnChanges: s.ownChanges.Load(), Reports: s.reports.Load(),
+		Generations: s.generations.Load(), Own: s.own.Load(), Generation: s.generation.Load(), OwnChanges: s.ownChanges.Load(),
+		Quiet: s.quiet.Load(), Unsure: s.unsure.Load(), Reports: s.reports.Load(),
 		Overflows: s.overflows.Load(), Checks: s.checks.Load(), CheckTime: time.Duration(s.checkNanos.Load()),
 	}
 }
@@ -162,6 +175,8 @@ func (t *Target) WatchDrift(ctx context.Context, drift reconciler.Drift) error {
 		case errors.Is(err, errOverflow):
 			t.stats.overflows.Add(1)
 			continue // subscribe again, and report everything
+		case errors.Is(err, errRejoin):
+			continue // the same
 		case errors.Is(err, errNamespaceGone):
 			drift.ChangedAll() // their checks say that it is gone
 		}
@@ -171,6 +186,7 @@ func (t *Target) WatchDrift(ctx context.Context, drift reconciler.Drift) error {
 
 var (
 	errOverflow      = errors.New("nf_tables notifications lost: the socket's buffer overflowed")
+	errRejoin        = errors.New("nf_tables notifications lost: the socket could not rejoin their group")
 	errNamespaceGone = errors.New("is gone")
 )
 
@@ -191,6 +207,22 @@ func (t *Target) nfTables(ctx context.Context) (bool, error) {
 		t.nft = bytes.Contains(out, []byte("nf_tables"))
 	})
 	return t.nft, t.backendErr
+}
+
+// restoreWritesNFT reports whether the restore command writes nf_tables
+// too (it may be set apart from the save command): its binary says so,
+// else its --version. Only then may the watch leave the group while it
+// runs. It asks once.
+func (t *Target) restoreWritesNFT(ctx context.Context) bool {
+	t.restoreOnce.Do(func() {
+		if nft, known := backendOf(t.restoreCmd); known {
+			t.restoreNFT = nft
+			return
+		}
+		out, err := runCommand(ctx, nil, t.restoreCmd, "--version")
+		t.restoreNFT = err == nil && bytes.Contains(out, []byte("nf_tables"))
+	})
+	return t.restoreNFT
 }
 
 // backendOf tells the backend of an iptables command from the binary it
@@ -232,6 +264,7 @@ func (t *Target) family() nftables.TableFamily {
 func (t *Target) watchNFT(ctx context.Context, drift reconciler.Drift) error {
 	var opts []nftables.ConnOption
 	var id nsIdentity
+	nsFD := 0 // the process's own
 	if t.ns != "" {
 		f, err := os.Open(string(t.ns))
 		if err != nil {
@@ -241,14 +274,31 @@ func (t *Target) watchNFT(ctx context.Context, drift reconciler.Drift) error {
 		if id, err = nsIdentityOf(string(t.ns)); err != nil {
 			return fmt.Errorf("iptables target: network namespace %s: %w", t.ns, err)
 		}
-		opts = append(opts, nftables.WithNetNSFd(int(f.Fd())))
+		nsFD = int(f.Fd())
+		opts = append(opts, nftables.WithNetNSFd(nsFD))
 	}
-	// The socket is filtered while the target's restores run.
+	// The target's own restores run with the socket out of the group, or
+	// filtered (ownfilter.go). Without a generation socket there are no
+	// quiet windows, only the filter.
+	hooks := watchHooks{lost: drift.ChangedAll}
+	broken := make(chan error, 1)
+	hooks.broken = func(err error) {
+		select {
+		case broken <- err:
+		default:
+		}
+	}
+	if t.restoreWritesNFT(ctx) {
+		if gens, err := dialGen(nsFD); err == nil {
+			defer gens.Close()
+			hooks.gens = gens
+		}
+	}
 	opts = append(opts, nftables.WithSockOptions(setReadBuffer(t.bufferSize()), func(c *netlink.Conn) error {
-		t.ownFilter.attach(c)
+		t.ownFilter.attach(c, hooks)
 		return nil
 	}))
-	defer t.ownFilter.attach(nil)
+	defer t.ownFilter.attach(nil, watchHooks{})
 	conn, err := nftables.New(opts...)
 	if err != nil {
 		return fmt.Errorf("iptables target: nf_tables socket in network namespace %q: %w", t.ns, err)
@@ -264,8 +314,11 @@ func (t *Target) watchNFT(ctx context.Context, drift reconciler.Drift) error {
 		}
 	}()
 	// The filter lets go of the socket before it closes.
-	defer t.ownFilter.attach(nil)
+	defer t.ownFilter.attach(nil, watchHooks{})
 	drift.ChangedAll() // what changed before is unknown
+	if t.subscribed != nil {
+		t.subscribed()
+	}
 	var check <-chan time.Time
 	if t.ns != "" {
 		tick := time.NewTicker(namespaceCheckInterval)
@@ -283,6 +336,8 @@ func (t *Target) watchNFT(ctx context.Context, drift reconciler.Drift) error {
 			if err := t.generation(gen, drift); err != nil {
 				return err
 			}
+		case err := <-broken:
+			return fmt.Errorf("%w: %w", errRejoin, err)
 		case <-check:
 			if now, err := nsIdentityOf(string(t.ns)); err != nil || now != id {
 				return fmt.Errorf("iptables target: network namespace %s %w (deleted, or replaced by another of that name)", t.ns, errNamespaceGone)
@@ -329,7 +384,14 @@ func (t *Target) generation(gen *nftables.MonitorEvents, drift reconciler.Drift)
 	// Counted once handled: a test that sees the count sees the reports.
 	defer t.stats.generations.Add(1)
 	if by := gen.GeneratedBy; by != nil {
-		if g, ok := by.Data.(*nftables.GenMsg); ok && t.own.has(g.ProcPID) {
+		g, ok := by.Data.(*nftables.GenMsg)
+		if ok {
+			defer t.stats.generation.Store(g.ID)
+			if t.heard != nil {
+				t.heard(g.ID)
+			}
+		}
+		if ok && t.own.has(g.ProcPID) {
 			t.stats.own.Add(1)
 			t.stats.ownChanges.Add(uint64(len(gen.Changes)))
 			return nil

@@ -1,12 +1,14 @@
 package iptables
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -81,25 +83,71 @@ func TestWatchRepairsDrift(t *testing.T) {
 	}
 }
 
+// generation reads the generation of the namespace's ruleset.
+func (f *fixture) generation() uint32 {
+	f.t.Helper()
+	gen, err := generationOf(f.ns)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return gen
+}
+
+func generationOf(ns netnsutil.NS) (uint32, error) {
+	file, err := os.Open(string(ns))
+	if err != nil {
+		return 0, err
+	}
+	defer file.Close()
+	g, err := dialGen(int(file.Fd()))
+	if err != nil {
+		return 0, err
+	}
+	defer g.Close()
+	return g.generation()
+}
+
+// heardAll waits until the watch has handled every generation made so
+// far: it makes one of another program's (a chain of the raw table,
+// which the target does not report), and waits until the watch read it.
+// It returns the watch's counters then. A probe made while a restore of
+// the target's runs falls into its quiet window, unheard: after a second
+// it probes again.
+func (f *fixture) heardAll() WatchStats {
+	f.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		f.sh("-t", "raw", "-N", "PROBE")
+		f.sh("-t", "raw", "-X", "PROBE")
+		gen := f.generation()
+		for again := time.Now().Add(time.Second); time.Now().Before(again); time.Sleep(5 * time.Millisecond) {
+			if s := f.target.WatchStats(); s.Generation >= gen {
+				return s
+			}
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("the watch never read a probe's generation (the last, %d): %+v\n%s", gen, f.target.WatchStats(), f.save("filter"))
+		}
+	}
+}
+
 // The target's own changes, and changes of what it does not own (foreign
-// rules and chains, other tables' and families' rules), are decoded and
-// dropped: nothing is reported, nothing checked.
+// rules and chains, other tables' and families' rules), are dropped:
+// nothing is reported, nothing checked. (Its own restores of one table
+// are not even heard: see TestWatchQuietWindow.)
 func TestWatchDropsOwnAndForeign(t *testing.T) {
 	f := newFixtureWith(t, nil, slowRetries)
-	// The first write creates the filter table (the test's learning does,
-	// in fact, a program of its own): that is reported.
 	if err := f.write([]*Rule{watchSSH}); err != nil {
 		t.Fatal(err)
 	}
-	f.eventually("the target's own change seen", func() bool { return f.target.WatchStats().Own >= 1 }, f.target.WatchStats)
-	reports := f.target.WatchStats().Reports
+	before := f.heardAll()
 	if err := f.write([]*Rule{watchWeb}); err != nil {
 		t.Fatal(err)
 	}
-	f.eventually("the target's own second change seen", func() bool { return f.target.WatchStats().Own >= 2 }, f.target.WatchStats)
-	if s := f.target.WatchStats(); s.Reports != reports {
-		t.Fatalf("the target's own changes were reported: %+v", s)
+	if s := f.heardAll(); s.Reports != before.Reports || s.Quiet != before.Quiet+1 || s.Unsure != 0 {
+		t.Fatalf("the target's own change: %+v, want one more quiet restore, nothing reported, nothing unsure (before: %+v)", s, before)
 	}
+	reports := before.Reports
 	gens := f.target.WatchStats().Generations
 	f.addForeign() // four generations
 	f.restoreByHand("ip6tables-restore", "*filter", ":STEADYSTATE-INPUT - [0:0]", "-A STEADYSTATE-INPUT -j DROP", "COMMIT")
@@ -229,29 +277,115 @@ func TestWatchNamespaceGone(t *testing.T) {
 	})
 }
 
-// The target's own restores are filtered out in the kernel (ownfilter.go):
-// their generations reach the watch without their changes, and another
-// program's change of the owned chain made meanwhile is still repaired.
+// The target's own restores of several tables are filtered out in the
+// kernel (ownfilter.go): their generations reach the watch without their
+// changes, and another program's change of the owned chain made
+// meanwhile is still repaired.
 func TestWatchFiltersOwn(t *testing.T) {
 	f := newFixtureWith(t, nil, slowRetries)
-	rules := make([]*Rule, 20)
-	for i := range rules {
-		rules[i] = filterIn(fmt.Sprintf("r%02d", i), i, fmt.Sprintf("-p tcp --dport %d -j ACCEPT", 1000+i))
+	var rules []*Rule
+	for i := range 20 {
+		rules = append(rules, filterIn(fmt.Sprintf("r%02d", i), i, fmt.Sprintf("-p tcp --dport %d -j ACCEPT", 1000+i)))
+	}
+	for i := range 5 {
+		rules = append(rules, &Rule{Table: "mangle", Chain: "PREROUTING", Name: fmt.Sprintf("m%d", i), Spec: fmt.Sprintf("-p udp --dport %d -j ACCEPT", 2000+i)})
 	}
 	if err := f.write(rules); err != nil {
 		t.Fatal(err)
 	}
-	f.eventually("the target's own change seen", func() bool { return f.target.WatchStats().Own >= 1 }, f.target.WatchStats)
-	if s := f.target.WatchStats(); s.OwnChanges != 0 {
-		t.Fatalf("%d changes of the target's own generations reached the watch, want 0 (filtered): %+v", s.OwnChanges, s)
+	s := f.heardAll()
+	if s.Own != 2 || s.OwnChanges != 0 || s.Quiet != 0 {
+		t.Fatalf("a restore of two tables: %+v, want its 2 generations heard as the target's own, none of their changes, no quiet restore", s)
 	}
 	if n := f.target.ownFilter.failures(); n != 0 {
 		t.Fatalf("%d filter updates failed", n)
 	}
 	f.sh("-D", "STEADYSTATE-INPUT", "1")
 	f.repaired(1)
-	if s := f.target.WatchStats(); s.OwnChanges != 0 {
+	if s := f.heardAll(); s.OwnChanges != 0 || s.Unsure != 0 {
 		t.Fatalf("the repair's changes reached the watch: %+v", s)
+	}
+}
+
+// A restore of one table runs with the watch's socket out of nf_tables'
+// group (ownfilter.go): nothing of it is heard, and the generation, which
+// it moves by one (none when it fails), tells that nothing else happened
+// meanwhile. Another program's change made in that window, here by the
+// restore command itself (a wrapper that adds a rule to the owned chain
+// once it has its input, then runs iptables-restore), moves it by two:
+// every object is reported, and the change is repaired.
+func TestWatchQuietWindow(t *testing.T) {
+	dir := t.TempDir()
+	intrude := filepath.Join(dir, "intrude")
+	wrapper := filepath.Join(dir, "iptables-restore")
+	script := "#!/bin/sh\n" +
+		"input=$(cat)\n" +
+		"if rm " + intrude + " 2>/dev/null; then iptables -A STEADYSTATE-INPUT -s 192.0.2.9 -j DROP || exit 99; fi\n" +
+		"printf '%s\\n' \"$input\" | iptables-restore \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixtureWith(t, func(tc *TargetConfig) { tc.RestoreCommand = wrapper }, slowRetries)
+	if err := f.write([]*Rule{watchSSH}); err != nil {
+		t.Fatal(err)
+	}
+	s := f.heardAll()
+	if s.Quiet != 1 || s.Unsure != 0 || s.Own != 0 {
+		t.Fatalf("one restore of one table: %+v, want it quiet, sure, not heard", s)
+	}
+
+	// A restore that fails changes nothing: still sure.
+	bad := filterIn("bad", 15, "-m nosuchmatch --foo 1 -j ACCEPT")
+	if err := f.write([]*Rule{bad}); !errors.Is(err, reconciler.ErrNotAllReconciled) {
+		t.Fatalf("a rule iptables rejects: %v, want ErrNotAllReconciled", err)
+	}
+	if s := f.heardAll(); s.Quiet != 2 || s.Unsure != 0 {
+		t.Fatalf("a failed restore: %+v, want 2 quiet restores, none unsure", s)
+	}
+	if err := f.write(nil, bad); err != nil {
+		t.Fatal(err)
+	}
+
+	// Another program's change in the window of a restore that fails:
+	// the generation moved by one, which is not the restore's.
+	if err := os.WriteFile(intrude, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.write([]*Rule{bad}); !errors.Is(err, reconciler.ErrNotAllReconciled) {
+		t.Fatalf("a rule iptables rejects: %v, want ErrNotAllReconciled", err)
+	}
+	if repairs := f.repaired(1); len(repairs) != 1 || !strings.Contains(repairs[0].Changes.String(), "-s 192.0.2.9/32 -j DROP") {
+		t.Fatalf("repairs %+v, want the intruder removed", repairs)
+	}
+	if err := f.write(nil, bad); err != nil {
+		t.Fatal(err)
+	}
+	if s := f.heardAll(); s.Unsure != 1 {
+		t.Fatalf("a failed restore with another program's change in its window: %+v, want 1 unsure", s)
+	}
+	f.expect("filter", "INPUT", "ssh")
+	before := f.heardAll()
+
+	// And in the window of a restore that succeeds: it moved by two.
+	if err := os.WriteFile(intrude, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.write([]*Rule{watchWeb}); err != nil {
+		for obj := range f.table.All(f.db.ReadTxn()) {
+			t.Logf("%s: %v", obj.Key(), obj.Status)
+		}
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(intrude); !os.IsNotExist(err) {
+		t.Fatalf("the wrapper did not intrude: %v", err)
+	}
+	repairs := f.repaired(2)
+	f.expect("filter", "INPUT", "ssh", "web")
+	if want := "remove rule filter/STEADYSTATE-INPUT: -s 192.0.2.9/32 -j DROP\n"; len(repairs) != 2 || !strings.Contains(repairs[1].Changes.String(), want) {
+		t.Fatalf("repairs %+v, want the intruder removed (%q)", repairs, want)
+	}
+	if s := f.heardAll(); s.Quiet != before.Quiet+2 || s.Unsure != 2 {
+		t.Fatalf("a restore with another program's change in its window: %+v, want 2 more quiet restores (its and the repair's), 2 unsure (before: %+v)", s, before)
 	}
 }
 
@@ -297,5 +431,110 @@ func TestBackendOf(t *testing.T) {
 				t.Errorf("backendOf(iptables-save) says nf_tables %v; its --version says %q", nft, out)
 			}
 		}
+	}
+}
+
+// Quiet windows opened and closed, again and again, while another program
+// commits large transactions that change the owned chain: every
+// generation is read by the watch, or counted in a window, or was
+// committed before the watch subscribed (again, after an overflow) and
+// reported everything; none is neither. (A transaction moves the
+// generation before it sends its notifications: a window opened in
+// between would lose it, but for its barrier.)
+func TestQuietWindowsLoseNothing(t *testing.T) {
+	var mu sync.Mutex
+	heard := map[uint32]bool{}
+	var windows [][2]uint32
+	var covered uint32 // every generation up to it was reported by a subscription
+	var fixture *fixture
+	f := newFixtureWith(t, nil, slowRetries, func(cfg *reconciler.Config[*Rule]) {
+		target := cfg.Target.(*Target)
+		target.eventBuffer = 256 << 20
+		target.heard = func(gen uint32) {
+			mu.Lock()
+			heard[gen] = true
+			mu.Unlock()
+		}
+		target.ownFilter.closed = func(from, to uint32) {
+			mu.Lock()
+			windows = append(windows, [2]uint32{from, to})
+			mu.Unlock()
+		}
+		target.subscribed = func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if fixture == nil {
+				return
+			}
+			if gen, err := generationOf(fixture.ns); err == nil {
+				covered = max(covered, gen)
+			}
+		}
+	})
+	mu.Lock()
+	fixture = f
+	mu.Unlock()
+	if err := f.write([]*Rule{watchSSH}); err != nil {
+		t.Fatal(err)
+	}
+	f.heardAll()
+	var big strings.Builder
+	big.WriteString("*filter\n:BIG - [0:0]\n-F STEADYSTATE-INPUT\n")
+	for i := range 1000 {
+		fmt.Fprintf(&big, "-A BIG -s 10.%d.%d.1 -p tcp --dport %d -j DROP\n", i/250, i%250, 1000+i)
+	}
+	big.WriteString("COMMIT\n")
+	start := f.generation()
+	done := make(chan error, 1)
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			if _, err := f.ns.CommandStdin([]byte(big.String()), "iptables-restore", "--noflush"); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	opened := 0
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline) && opened < 1500; {
+		// No such process: only its window, unless the target's own
+		// restore (a repair) runs.
+		if q := f.target.ownFilter.started(1<<30, 1); q != nil {
+			opened++
+			time.Sleep(200 * time.Microsecond)
+			f.target.ownFilter.exited(1<<30, q, false)
+		} else {
+			f.target.ownFilter.exited(1<<30, nil, false)
+		}
+		time.Sleep(500 * time.Microsecond)
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	f.heardAll()
+	end := f.generation()
+	mu.Lock()
+	defer mu.Unlock()
+	lost := 0
+	for gen := start + 1; gen <= end; gen++ {
+		counted := slices.ContainsFunc(windows, func(w [2]uint32) bool { return gen > w[0] && gen <= w[1] })
+		if !heard[gen] && !counted && gen > covered {
+			lost++
+		}
+	}
+	s := f.target.WatchStats()
+	t.Logf("generations %d to %d, %d windows (%d of the test's), watch %+v: %d lost", start+1, end, len(windows), opened, s, lost)
+	if lost > 0 {
+		t.Fatalf("%d of %d generations neither read by the watch, nor counted in a quiet window, nor reported by a subscription", lost, end-start)
+	}
+	if s.Unsure == 0 {
+		t.Fatal("no window met another program's transaction: the test tests nothing")
 	}
 }
