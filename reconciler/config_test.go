@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -181,5 +183,72 @@ func TestNewDefaults(t *testing.T) {
 	if got.IncrementalRoundSize != 7 || got.OperationTimeout != time.Second || got.FullReconciliationInterval != time.Hour ||
 		got.RetryBackoffMin != time.Millisecond || got.RetryBackoffMax != 10*time.Millisecond {
 		t.Errorf("set values changed: %+v", got)
+	}
+}
+
+// opCounter counts OperationDone calls; it embeds NopMetrics, as a user's
+// metrics may, and is timed all the same.
+type opCounter struct {
+	NopMetrics
+	mu  sync.Mutex
+	ops int
+}
+
+func (m *opCounter) OperationDone(_, _ string, _ Operation, d time.Duration, n, _ int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if d >= 0 {
+		m.ops += n
+	}
+}
+
+// Objects' operations are timed for every Metrics but NopMetrics, the
+// default, which discards the durations.
+func TestUntimedOnlyForNopMetrics(t *testing.T) {
+	for _, c := range []struct {
+		metrics Metrics
+		untimed bool
+	}{
+		{nil, true},
+		{NopMetrics{}, true},
+		{&NopMetrics{}, true},
+		{&opCounter{}, false},
+	} {
+		db, tbl := cfgTable(t)
+		cfg := validConfig(tbl)
+		cfg.Metrics = c.metrics
+		r, err := New(db, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.(*reconciler[*cfgObj]).untimed; got != c.untimed {
+			t.Errorf("Metrics %T: untimed %v, want %v", c.metrics, got, c.untimed)
+		}
+	}
+	// A user's metrics still sees every object's operation.
+	db, tbl := cfgTable(t)
+	cfg := validConfig(tbl)
+	m := &opCounter{}
+	cfg.Metrics = m
+	r, err := New(db, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	wtxn := db.WriteTxn(tbl)
+	for i := range 5 {
+		tbl.Insert(wtxn, &cfgObj{ID: strconv.Itoa(i), Status: StatusPending()})
+	}
+	rev := tbl.Revision(wtxn.Commit())
+	if _, err := r.WaitUntilReconciled(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ops != 5 {
+		t.Fatalf("OperationDone counted %d objects, want 5", m.ops)
 	}
 }

@@ -71,6 +71,16 @@ type Metrics interface {
 	StuckOperations(reconciler, table string, n int)
 }
 
+// isNop reports whether m discards everything (is NopMetrics): nothing
+// needs timing for it.
+func isNop(m Metrics) bool {
+	switch m.(type) {
+	case NopMetrics, *NopMetrics:
+		return true
+	}
+	return false
+}
+
 // NopMetrics discards every measurement.
 type NopMetrics struct{}
 

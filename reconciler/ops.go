@@ -21,19 +21,23 @@ func (r *reconciler[Obj]) recovered(op Operation, err *error) {
 }
 
 func (r *reconciler[Obj]) update(ctx context.Context, txn statedb.ReadTxn, obj Obj, op Operation) (err error) {
-	start := time.Now()
-	defer func() {
-		r.cfg.Metrics.OperationDone(r.cfg.Name, r.tableName, op, time.Since(start), 1, errCount(err))
-	}()
+	if !r.untimed {
+		start := time.Now()
+		defer func() {
+			r.cfg.Metrics.OperationDone(r.cfg.Name, r.tableName, op, time.Since(start), 1, errCount(err))
+		}()
+	}
 	defer r.recovered(op, &err)
 	return r.cfg.Target.Update(ctx, txn, obj)
 }
 
 func (r *reconciler[Obj]) delete(ctx context.Context, txn statedb.ReadTxn, obj Obj) (err error) {
-	start := time.Now()
-	defer func() {
-		r.cfg.Metrics.OperationDone(r.cfg.Name, r.tableName, OpDelete, time.Since(start), 1, errCount(err))
-	}()
+	if !r.untimed {
+		start := time.Now()
+		defer func() {
+			r.cfg.Metrics.OperationDone(r.cfg.Name, r.tableName, OpDelete, time.Since(start), 1, errCount(err))
+		}()
+	}
 	defer r.recovered(OpDelete, &err)
 	return r.cfg.Target.Delete(ctx, txn, obj)
 }
