@@ -31,7 +31,10 @@ import (
 // It closes with the socket rejoining the group, then the generation
 // read again. A change committed between the two reads is counted, and
 // one heard as well only makes the count say "unsure"; none can be
-// neither heard nor counted.
+// neither heard nor counted. The generation is the namespace's, of every
+// family: two targets on one namespace (iptables and ip6tables) make
+// each other's windows unsure when their restores overlap, and while the
+// other's socket listens the kernel builds the notifications anyway.
 //
 // A restore of several tables (one generation each, or fewer) runs with
 // the socket in the group, filtered instead: the kernel drops that
