@@ -202,9 +202,9 @@ func TestDeferredIndexPanicAsync(t *testing.T) {
 // chunk it is in: the rest of the writes, which the Abort throws away, are
 // never replayed.
 func TestDeferredIndexAbortStopsReplay(t *testing.T) {
+	// A replay beside the writer needs a second P (it ran under -cpu 1 too).
+	setReplay(t, parallelReplayAbove.Load(), 2000, 2)
 	synctest.Test(t, func(t *testing.T) {
-		oldAsync := asyncReplayAt.Swap(2000)
-		defer asyncReplayAt.Store(oldAsync)
 		var calls atomic.Int64
 		hold := make(chan struct{})
 		slow := Index[*testObject, string]{
