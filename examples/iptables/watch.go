@@ -190,39 +190,33 @@ var (
 	errNamespaceGone = errors.New("is gone")
 )
 
-// nfTables reports whether the save command writes nf_tables: its
-// multi-call binary's name says so (backendOf), else "(nf_tables)" in its
-// --version. It asks once.
+// nfTables reports whether the save command writes nf_tables (see
+// writesNFT). It asks once.
 func (t *Target) nfTables(ctx context.Context) (bool, error) {
-	t.backendOnce.Do(func() {
-		if nft, known := backendOf(t.saveCmd); known {
-			t.nft = nft
-			return
-		}
-		out, err := runCommand(ctx, nil, t.saveCmd, "--version")
-		if err != nil {
-			t.backendErr = fmt.Errorf("iptables target: %s --version: %w", t.saveCmd, err)
-			return
-		}
-		t.nft = bytes.Contains(out, []byte("nf_tables"))
-	})
+	t.backendOnce.Do(func() { t.nft, t.backendErr = writesNFT(ctx, t.saveCmd) })
 	return t.nft, t.backendErr
 }
 
 // restoreWritesNFT reports whether the restore command writes nf_tables
-// too (it may be set apart from the save command): its binary says so,
-// else its --version. Only then may the watch leave the group while it
-// runs. It asks once.
+// too (it may be set apart from the save command; an error says no). Only
+// then may the watch leave the group while it runs. It asks once.
 func (t *Target) restoreWritesNFT(ctx context.Context) bool {
-	t.restoreOnce.Do(func() {
-		if nft, known := backendOf(t.restoreCmd); known {
-			t.restoreNFT = nft
-			return
-		}
-		out, err := runCommand(ctx, nil, t.restoreCmd, "--version")
-		t.restoreNFT = err == nil && bytes.Contains(out, []byte("nf_tables"))
-	})
+	t.restoreOnce.Do(func() { t.restoreNFT, _ = writesNFT(ctx, t.restoreCmd) })
 	return t.restoreNFT
+}
+
+// writesNFT reports whether an iptables command writes nf_tables: its
+// multi-call binary's name says so (backendOf), else "(nf_tables)" in its
+// --version.
+func writesNFT(ctx context.Context, cmd string) (bool, error) {
+	if nft, known := backendOf(cmd); known {
+		return nft, nil
+	}
+	out, err := runCommand(ctx, nil, cmd, "--version")
+	if err != nil {
+		return false, fmt.Errorf("iptables target: %s --version: %w", cmd, err)
+	}
+	return bytes.Contains(out, []byte("nf_tables")), nil
 }
 
 // backendOf tells the backend of an iptables command from the binary it
