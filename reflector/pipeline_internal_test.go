@@ -247,16 +247,7 @@ func TestPutRunPanicInPrimaryKey(t *testing.T) {
 			}
 
 			r.hooks.pkPanic.Store(-1)
-			plain := newPipeRig(t, names)
-			plain.src.set(9, items)
-			plain.relist(t, 1<<30, "initial")
-			second := runRig(ctx, r)
-			waitRevision(t, r.m, 9)
-			cancel()
-			if p := endOf(t, second); p != nil {
-				t.Fatalf("the Run after the panic panicked: %v", p)
-			}
-			compareRigs(t, "the Run after the panic", r, plain, names, false, false)
+			convergesAgain(t, ctx, cancel, r, names, items)
 		})
 	}
 }
@@ -351,18 +342,26 @@ func TestPutRunPanicInWrite(t *testing.T) {
 			}
 
 			r.hooks.statusPanic.Store(-1)
-			plain := newPipeRig(t, names)
-			plain.src.set(9, items)
-			plain.relist(t, 1<<30, "initial")
-			second := runRig(ctx, r)
-			waitRevision(t, r.m, 9)
-			cancel()
-			if p := endOf(t, second); p != nil {
-				t.Fatalf("the Run after the panic panicked: %v", p)
-			}
-			compareRigs(t, "the Run after the panic", r, plain, names, false, false)
+			convergesAgain(t, ctx, cancel, r, names, items)
 		})
 	}
+}
+
+// convergesAgain runs r's Multi again (its panic hook cleared) until it
+// reaches revision 9, then cancels ctx: it must end without a panic, its
+// tables as a plain first list of items makes them.
+func convergesAgain(t *testing.T, ctx context.Context, cancel context.CancelFunc, r *pipeRig, names []string, items []Item[int]) {
+	t.Helper()
+	plain := newPipeRig(t, names)
+	plain.src.set(9, items)
+	plain.relist(t, 1<<30, "initial")
+	second := runRig(ctx, r)
+	waitRevision(t, r.m, 9)
+	cancel()
+	if p := endOf(t, second); p != nil {
+		t.Fatalf("the Run after the panic panicked: %v", p)
+	}
+	compareRigs(t, "the Run after the panic", r, plain, names, false, false)
 }
 
 // runRig runs r's Multi until ctx ends; the channel gets what it
